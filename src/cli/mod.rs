@@ -1,0 +1,75 @@
+//! Command-line interface. `main` only calls [`run`].
+
+mod bench;
+mod crash;
+mod table;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Default data directory, under the current folder.
+pub const DEFAULT_DIR: &str = "telestore-data";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "telestore",
+    version,
+    about = "telestore: a time-series store for device telemetry",
+    long_about = "telestore: a time-series store for device telemetry.\n\n\
+        Data lives in a directory (default ./telestore-data). The I/O backend is \
+        chosen by TELESTORE_IO=auto|uring|std (default auto: io_uring when the \
+        kernel allows it, else pwrite). Logs go to stderr; RUST_LOG=debug for more."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Benchmarks that run on an embedded store.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+    /// Create and list tables.
+    #[command(subcommand)]
+    Table(table::TableCmd),
+    /// Test helpers (used by the crash tests).
+    #[command(subcommand, hide = true)]
+    Debug(crash::DebugCmd),
+}
+
+/// Data directory argument shared by subcommands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DirArg {
+    /// Data directory (created if missing).
+    #[arg(long, default_value = DEFAULT_DIR, env = "TELESTORE_DIR")]
+    pub dir: PathBuf,
+}
+
+/// Parse arguments and run; returns the process exit code.
+pub fn run() -> i32 {
+    init_logging();
+    let cli = Cli::parse();
+    let res: Result<()> = match cli.cmd {
+        Cmd::Bench(b) => bench::run(b),
+        Cmd::Table(t) => table::run(t),
+        Cmd::Debug(d) => crash::run(d),
+    };
+    match res {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

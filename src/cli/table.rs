@@ -1,0 +1,104 @@
+//! `telestore table create|list`.
+
+use super::DirArg;
+use anyhow::Result;
+use clap::Subcommand;
+use telestore::schema::{parse_duration_ms, Compression, Field, TableOptions, TableSchema};
+use telestore::{Options, Store};
+
+#[derive(Subcommand, Debug)]
+pub enum TableCmd {
+    /// Create a table (idempotent when the schema is identical).
+    Create {
+        /// Table name: [a-z0-9_]{1,64}.
+        name: String,
+        /// A field as name:type (f64, f32, i64, i32, u64, u32, bool); repeat.
+        #[arg(long = "field", required = true)]
+        fields: Vec<String>,
+        /// Retention by each reading's own timestamp, e.g. 30d, 12h (default: keep forever).
+        #[arg(long)]
+        ttl: Option<String>,
+        /// Versions kept per (device, ts).
+        #[arg(long, default_value_t = 1)]
+        max_versions: u32,
+        /// Block compression: none, snappy, zstd or zstd:LEVEL.
+        #[arg(long, default_value = "zstd")]
+        compression: String,
+        /// Target uncompressed HFile block size in bytes.
+        #[arg(long, default_value_t = 65536)]
+        block_size: u32,
+        /// Do not write bloom filters.
+        #[arg(long)]
+        no_bloom: bool,
+        /// Pre-split region count (stored; used by the regions feature).
+        #[arg(long, default_value_t = 16)]
+        regions: u32,
+        #[command(flatten)]
+        dir: DirArg,
+    },
+    /// List tables with their fields and options.
+    List {
+        #[command(flatten)]
+        dir: DirArg,
+    },
+}
+
+pub fn run(cmd: TableCmd) -> Result<()> {
+    match cmd {
+        TableCmd::Create {
+            name,
+            fields,
+            ttl,
+            max_versions,
+            compression,
+            block_size,
+            no_bloom,
+            regions,
+            dir,
+        } => {
+            let fields = fields
+                .iter()
+                .map(|f| Field::parse(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            let options = TableOptions {
+                ttl_ms: ttl.as_deref().map(parse_duration_ms).transpose()?,
+                max_versions,
+                compression: Compression::parse(&compression)?,
+                block_size_bytes: block_size,
+                bloom: !no_bloom,
+                regions,
+            };
+            let schema = TableSchema::new(&name, fields, options)?;
+            let store = Store::open(&dir.dir, Options::default())?;
+            let id = store.create_table(schema)?;
+            println!("table {name} (id {id}) ready in {}", dir.dir.display());
+            store.close()?;
+            Ok(())
+        }
+        TableCmd::List { dir } => {
+            let store = Store::open(&dir.dir, Options::default())?;
+            for name in store.table_names() {
+                let s = store.schema(&name)?;
+                let fields: Vec<String> = s
+                    .fields
+                    .iter()
+                    .map(|f| format!("{}:{}", f.name, f.ty.name()))
+                    .collect();
+                let o = &s.options;
+                println!(
+                    "{name}\trow {} bytes\tfields {}\tttl {}\tversions {}\t{}\tblock {}\tbloom {}\tregions {}",
+                    s.row_width(),
+                    fields.join(","),
+                    o.ttl_ms.map_or("none".to_string(), |t| format!("{t}ms")),
+                    o.max_versions,
+                    o.compression,
+                    o.block_size_bytes,
+                    o.bloom,
+                    o.regions
+                );
+            }
+            store.close()?;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The commit thread: group commit. Writers send requests; while a write
+//! and fdatasync are in flight, new requests queue up and are coalesced
+//! into the next group: one WAL write and at most one fdatasync for the
+//! whole group. Sequence numbers are assigned here, in WAL order, and
+//! memstores are updated here, in sequence order, so a frozen memstore
+//! always holds every edit up to its highest sequence number.
+
+use super::options::Durability;
+use super::table::Table;
+use super::Shared;
+use crate::cell::RangeTombstone;
+use crate::error::{Error, Result};
+use crate::key::DeviceId;
+use crate::schema::Batch;
+use crate::wal::frame::{self, Entry, EntryKind};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest number of WAL bytes coalesced into one group.
+const GROUP_BYTES_MAX: usize = 32 << 20;
+
+/// One edit.
+pub enum Op {
+    Put(Vec<u8>),
+    DeletePoints(Vec<(DeviceId, i64)>),
+    DeleteRange {
+        device: DeviceId,
+        from: i64,
+        to: i64,
+    },
+}
+
+impl Op {
+    fn count(&self, row_width: usize) -> u64 {
+        match self {
+            Op::Put(b) => (b.len() / row_width) as u64,
+            Op::DeletePoints(p) => p.len() as u64,
+            Op::DeleteRange { .. } => 1,
+        }
+    }
+}
+
+/// A write request.
+pub struct WriteReq {
+    pub table: Arc<Table>,
+    pub op: Op,
+    pub durability: Durability,
+    pub reply: Sender<Result<u64>>,
+}
+
+/// Messages to the commit thread.
+pub enum Msg {
+    Write(WriteReq),
+    /// Freeze the active memstore of the table (all tables when `None`)
+    /// and hand the frozen memstores to the flusher.
+    Freeze(Option<u32>, Sender<()>),
+    /// fdatasync now (used by `Store::sync`).
+    Sync(Sender<Result<()>>),
+    Shutdown,
+}
+
+pub struct Committer {
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<Msg>,
+    pub next_seq: u64,
+    buf: Vec<u8>,
+    unsynced_since: Option<Instant>,
+}
+
+impl Committer {
+    pub fn new(shared: Arc<Shared>, rx: Receiver<Msg>, next_seq: u64) -> Self {
+        Committer {
+            shared,
+            rx,
+            next_seq,
+            buf: Vec::with_capacity(1 << 20),
+            unsynced_since: None,
+        }
+    }
+
+    /// Run until shutdown or until every sender is gone.
+    pub fn run(mut self) {
+        let interval = Duration::from_millis(self.shared.opts.async_sync_interval_ms);
+        loop {
+            let first = match self.unsynced_since {
+                Some(t0) => match self.rx.recv_deadline(t0 + interval) {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => {
+                        let _ = self.sync_wal();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
+                None => match self.rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                },
+            };
+            if !self.group(first) {
+                break;
+            }
+        }
+        if self.unsynced_since.is_some() {
+            let _ = self.sync_wal();
+        }
+    }
+
+    /// Gather a group starting with `first`; returns false on shutdown.
+    fn group(&mut self, first: Msg) -> bool {
+        let mut writes = Vec::new();
+        let mut controls = Vec::new();
+        let mut bytes = 0usize;
+        let mut next = Some(first);
+        while let Some(m) = next {
+            match m {
+                Msg::Write(w) => {
+                    if let Op::Put(b) = &w.op {
+                        bytes += b.len();
+                    }
+                    writes.push(w);
+                }
+                other => controls.push(other),
+            }
+            next = if bytes < GROUP_BYTES_MAX && controls.is_empty() {
+                self.rx.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if !writes.is_empty() {
+            self.commit(writes);
+        }
+        let mut keep_going = true;
+        for c in controls {
+            match c {
+                Msg::Freeze(t, reply) => {
+                    self.freeze(t);
+                    let _ = reply.send(());
+                }
+                Msg::Sync(reply) => {
+                    let _ = reply.send(self.sync_wal());
+                }
+                Msg::Shutdown => keep_going = false,
+                Msg::Write(_) => unreachable!("writes are split out above"),
+            }
+        }
+        keep_going
+    }
+
+    fn sync_wal(&mut self) -> Result<()> {
+        self.shared.check_poisoned()?;
+        let r = self.shared.wal().sync();
+        match r {
+            Ok(()) => {
+                self.unsynced_since = None;
+                Ok(())
+            }
+            Err(e) => Err(self.shared.poison(&e)),
+        }
+    }
+
+    fn commit(&mut self, writes: Vec<WriteReq>) {
+        if let Err(e) = self.shared.check_poisoned() {
+            return reply_all(writes, &e);
+        }
+        let first_seqs = self.log(&writes);
+        let first_seqs = match first_seqs {
+            Ok(s) => s,
+            Err(e) => return reply_all(writes, &e),
+        };
+        for (w, seq) in writes.into_iter().zip(first_seqs) {
+            apply(&w.table, seq, &w.op);
+            self.maybe_freeze(&w.table);
+            let _ = w.reply.send(Ok(seq));
+        }
+    }
+
+    /// Assign sequence numbers, write the WAL frames and sync as needed.
+    fn log(&mut self, writes: &[WriteReq]) -> Result<Vec<u64>> {
+        self.buf.clear();
+        let mut seqs = Vec::with_capacity(writes.len());
+        let mut tables = Vec::new();
+        let mut need_sync = false;
+        for w in writes {
+            let first = self.next_seq;
+            let count = w.op.count(w.table.schema.row_width());
+            self.next_seq += count;
+            seqs.push(first);
+            if w.durability == Durability::Skip {
+                continue;
+            }
+            need_sync |= w.durability == Durability::Sync;
+            encode_op(&mut self.buf, w.table.id, first, count as u32, &w.op);
+            tables.push((w.table.id, first + count - 1));
+        }
+        if !self.buf.is_empty() {
+            let buf = std::mem::take(&mut self.buf);
+            let res = self.shared.wal().write(buf, &tables);
+            match res {
+                Ok(b) => self.buf = b,
+                Err(e) => return Err(self.shared.poison(&e)),
+            }
+            if need_sync {
+                self.sync_wal()?;
+            } else if self.unsynced_since.is_none() {
+                self.unsynced_since = Some(Instant::now());
+            }
+        }
+        Ok(seqs)
+    }
+
+    fn maybe_freeze(&mut self, t: &Arc<Table>) {
+        let bytes = t.active().bytes();
+        if bytes >= self.shared.opts.flush_threshold_bytes && t.freeze() {
+            self.shared.request_flush(t.id);
+            self.wait_for_flush_room(t);
+        }
+    }
+
+    /// Backpressure: while a table has too many frozen memstores, wait for
+    /// the flusher rather than growing memory without bound.
+    fn wait_for_flush_room(&self, t: &Arc<Table>) {
+        let max = self.shared.opts.frozen_memstores_max.max(1);
+        while t.frozen_count() > max && self.shared.check_poisoned().is_ok() {
+            self.shared.wait_flush_progress(Duration::from_millis(50));
+        }
+    }
+
+    fn freeze(&mut self, table: Option<u32>) {
+        let tables = self.shared.tables_snapshot();
+        for t in tables.iter().filter(|t| table.is_none_or(|id| id == t.id)) {
+            if t.freeze() {
+                self.shared.request_flush(t.id);
+            }
+        }
+    }
+}
+
+fn reply_all(writes: Vec<WriteReq>, e: &Error) {
+    for w in writes {
+        let _ = w.reply.send(Err(clone_err(e)));
+    }
+}
+
+/// Errors are not `Clone` (they may hold `io::Error`); rebuild the
+/// variants a group shares.
+fn clone_err(e: &Error) -> Error {
+    match e {
+        Error::Poisoned { cause } => Error::Poisoned {
+            cause: cause.clone(),
+        },
+        other => Error::Poisoned {
+            cause: other.to_string(),
+        },
+    }
+}
+
+fn encode_op(buf: &mut Vec<u8>, table_id: u32, first_seq: u64, count: u32, op: &Op) {
+    let mut tmp = Vec::new();
+    let (kind, payload): (EntryKind, &[u8]) = match op {
+        Op::Put(b) => (EntryKind::Put, b),
+        Op::DeletePoints(p) => {
+            for (d, ts) in p {
+                tmp.extend_from_slice(&d.0.to_le_bytes());
+                tmp.extend_from_slice(&ts.to_le_bytes());
+            }
+            (EntryKind::DeletePoints, &tmp)
+        }
+        Op::DeleteRange { device, from, to } => {
+            tmp.extend_from_slice(&device.0.to_le_bytes());
+            tmp.extend_from_slice(&from.to_le_bytes());
+            tmp.extend_from_slice(&to.to_le_bytes());
+            (EntryKind::DeleteRange, &tmp)
+        }
+    };
+    frame::encode(
+        &Entry {
+            kind,
+            table_id,
+            first_seq,
+            count,
+            payload,
+        },
+        buf,
+    );
+}
+
+/// Apply an op to the table's active memstore.
+pub fn apply(t: &Table, first_seq: u64, op: &Op) {
+    let mem = t.active();
+    match op {
+        Op::Put(b) => {
+            let batch = Batch::new(b, t.schema.row_width()).expect("validated before commit");
+            mem.insert_puts(first_seq, &batch);
+        }
+        Op::DeletePoints(p) => mem.insert_deletes(first_seq, p),
+        Op::DeleteRange { device, from, to } => mem.insert_range_delete(RangeTombstone {
+            device: *device,
+            from: *from,
+            to: *to,
+            seq: first_seq,
+        }),
+    }
+}

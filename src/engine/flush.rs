@@ -1,0 +1,125 @@
+//! Flush: frozen memstore → HFile. The file is written to a temporary
+//! name through the I/O backend, fsynced, renamed, the directory fsynced,
+//! recorded in the manifest together with the table's new flushed
+//! sequence number; only then does the memstore stop serving reads and
+//! may the WAL segments it covered retire.
+
+use super::table::Table;
+use super::Shared;
+use crate::cell;
+use crate::error::Result;
+use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
+use crate::manifest::{FileMeta, Record};
+use crate::memstore::Memstore;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Cells copied out of a memstore per step while writing.
+const FLUSH_CHUNK_CELLS: usize = 4096;
+
+/// Directory of a table's HFiles.
+pub fn table_dir(shared: &Shared, table_id: u32) -> PathBuf {
+    shared.dir.join("tables").join(table_id.to_string())
+}
+
+/// HFile name for a file id.
+pub fn file_name(file_id: u64) -> String {
+    format!("{file_id:016}.hfile")
+}
+
+/// Flush every frozen memstore of `t`, oldest first.
+pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
+    let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut n = 0;
+    loop {
+        let Some(mem) = t.snapshot().frozen.first().cloned() else {
+            break;
+        };
+        let reader = if mem.cell_count() > 0 || !mem.range_tombstones().is_empty() {
+            Some(write_file(shared, t, &mem)?)
+        } else {
+            None
+        };
+        let added = reader.iter().map(|r| meta_of(r)).collect();
+        shared.manifest().append(&[Record::Files {
+            table_id: t.id,
+            added,
+            removed: vec![],
+            flushed_seq: Some(mem.max_seq()),
+        }])?;
+        {
+            let mut st = t.write_state();
+            assert!(
+                Arc::ptr_eq(&st.frozen[0], &mem),
+                "frozen list changed during flush"
+            );
+            st.frozen.remove(0);
+            st.files.extend(reader);
+        }
+        shared.notify_flush_progress();
+        n += 1;
+    }
+    if n > 0 {
+        shared.retire_wal()?;
+    }
+    Ok(n)
+}
+
+fn meta_of(r: &HFileReader) -> FileMeta {
+    let i = r.info();
+    FileMeta {
+        file_id: r.file_id(),
+        len_bytes: r.len_bytes(),
+        cells: i.cells,
+        min_seq: i.min_seq,
+        max_seq: i.max_seq,
+        min_ts: i.min_ts,
+        max_ts: i.max_ts,
+    }
+}
+
+fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileReader>> {
+    let file_id = shared.next_file_id();
+    let dir = table_dir(shared, t.id);
+    let dest = dir.join(file_name(file_id));
+    let tmp = dir.join(format!("{}.tmp", file_name(file_id)));
+    let o = &t.schema.options;
+    let mut w = HFileWriter::create(
+        &*shared.backend,
+        &tmp,
+        WriterOptions {
+            table_id: t.id,
+            layout_id: t.schema.layout_id(),
+            fields_width: t.schema.fields_width(),
+            compression: o.compression,
+            block_size_bytes: o.block_size_bytes as usize,
+            bloom: o.bloom,
+            expected_cells: mem.cell_count(),
+            created_ms: shared.opts.clock.now_ms(),
+        },
+    )?;
+    let width = cell::cell_width(t.schema.fields_width());
+    let (lo, hi) = ([0u8; crate::key::KEY_LEN], crate::hfile::writer::KEY_MAX);
+    let mut buf = Vec::with_capacity(FLUSH_CHUNK_CELLS * width);
+    let mut after = None;
+    loop {
+        buf.clear();
+        if mem.copy_range(&lo, &hi, after, FLUSH_CHUNK_CELLS, &mut buf) == 0 {
+            break;
+        }
+        for c in buf.chunks_exact(width) {
+            w.add(c)?;
+        }
+        let last = cell::CellRef(&buf[buf.len() - width..]);
+        after = Some((*last.key(), last.seq()));
+    }
+    w.finish(&mem.range_tombstones())?;
+    publish(&*shared.backend, &tmp, &dest)?;
+    let r = HFileReader::open(
+        &dest,
+        file_id,
+        t.schema.fields_width(),
+        shared.cache.clone(),
+    )?;
+    Ok(Arc::new(r))
+}

@@ -1,0 +1,373 @@
+//! The engine: open and recover a data directory, route writes through the
+//! commit thread, flush in the background, serve reads.
+//!
+//! Directory layout:
+//! ```text
+//! <dir>/LOCK                      exclusive lock (flock) while open
+//! <dir>/MANIFEST                  catalog + live files (formats/manifest.md)
+//! <dir>/wal/<n:016>.wal           WAL segments (formats/wal.md)
+//! <dir>/tables/<id>/<f:016>.hfile HFiles (formats/hfile.md)
+//! ```
+
+mod commit;
+mod flush;
+mod open;
+mod options;
+mod reads;
+mod table;
+
+pub use options::{Durability, Options};
+pub use reads::ReadStats;
+pub use table::{Table, TableState};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::io::{BackendRef, IoKind};
+use crate::key::DeviceId;
+use crate::manifest::{Manifest, Record};
+use crate::schema::{Batch, TableSchema};
+use crate::wal::WalWriter;
+use commit::{Msg, Op, WriteReq};
+use crossbeam_channel::{bounded, Sender};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+/// State shared by the store handle and its threads.
+pub struct Shared {
+    pub(crate) dir: PathBuf,
+    pub(crate) backend: BackendRef,
+    pub(crate) opts: Options,
+    pub(crate) cache: Arc<BlockCache>,
+    tables: RwLock<HashMap<String, Arc<Table>>>,
+    manifest: Mutex<Manifest>,
+    wal: Mutex<WalWriter>,
+    poisoned: Mutex<Option<String>>,
+    next_file_id: AtomicU64,
+    flush_tx: Sender<Option<u32>>,
+    progress: (Mutex<u64>, Condvar),
+    _lock: std::fs::File,
+}
+
+impl Shared {
+    pub(crate) fn manifest(&self) -> MutexGuard<'_, Manifest> {
+        self.manifest.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(crate) fn wal(&self) -> MutexGuard<'_, WalWriter> {
+        self.wal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(crate) fn next_file_id(&self) -> u64 {
+        self.next_file_id.fetch_add(1, Ordering::SeqCst)
+    }
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+    /// Stop the write path after an I/O failure; returns the error to give.
+    pub(crate) fn poison(&self, e: &Error) -> Error {
+        let mut p = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        if p.is_none() {
+            tracing::error!("write path stopped: {e}");
+            *p = Some(e.to_string());
+        }
+        Error::Poisoned {
+            cause: p.clone().unwrap_or_default(),
+        }
+    }
+    pub(crate) fn tables_snapshot(&self) -> Vec<Arc<Table>> {
+        self.tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+    pub(crate) fn request_flush(&self, table: u32) {
+        let _ = self.flush_tx.send(Some(table));
+    }
+    pub(crate) fn notify_flush_progress(&self) {
+        let mut g = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        *g += 1;
+        self.progress.1.notify_all();
+    }
+    pub(crate) fn wait_flush_progress(&self, timeout: Duration) {
+        let g = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self.progress.1.wait_timeout(g, timeout);
+    }
+    /// Delete WAL segments whose every edit has been flushed.
+    pub(crate) fn retire_wal(&self) -> Result<()> {
+        let flushed: HashMap<u32, u64> = self
+            .manifest()
+            .state()
+            .tables
+            .iter()
+            .map(|(id, t)| (*id, t.flushed_seq))
+            .collect();
+        let f = move |t: u32| flushed.get(&t).copied().unwrap_or(0);
+        self.wal().retire(&f)?;
+        Ok(())
+    }
+    fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+    }
+}
+
+/// Acknowledgement of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteAck {
+    /// Sequence number of the first row; rows are numbered consecutively.
+    pub first_seq: u64,
+    pub rows: u64,
+    pub durability: Durability,
+}
+
+/// Counters for monitoring and tests.
+#[derive(Clone, Debug, Default)]
+pub struct StoreStats {
+    pub io: Option<IoKind>,
+    pub wal_segments: usize,
+    pub hfiles: usize,
+    pub hfile_bytes: u64,
+    pub memstore_bytes: usize,
+    pub cache: crate::cache::CacheStats,
+}
+
+/// An open store. Dropping it shuts down cleanly (WAL synced).
+pub struct Store {
+    shared: Arc<Shared>,
+    commit_tx: Sender<Msg>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Store {
+    /// Open (creating if needed) the store in `dir`, recovering from the
+    /// WAL.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        open::open(dir.as_ref(), opts)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The I/O backend in use.
+    pub fn io_kind(&self) -> IoKind {
+        self.shared.backend.kind()
+    }
+
+    /// Create a table. Creating an existing table with the identical schema
+    /// returns its id; a different schema is [`Error::SchemaConflict`].
+    pub fn create_table(&self, schema: TableSchema) -> Result<u32> {
+        schema.validate()?;
+        let mut tables = self
+            .shared
+            .tables
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = tables.get(&schema.name) {
+            return match t.schema.diff(&schema) {
+                None => Ok(t.id),
+                Some(detail) => Err(Error::SchemaConflict {
+                    name: schema.name.clone(),
+                    detail,
+                }),
+            };
+        }
+        let mut m = self.shared.manifest();
+        let id = m.state().tables.keys().next_back().map_or(1, |k| k + 1);
+        let dir = flush::table_dir(&self.shared, id);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        self.shared
+            .backend
+            .sync_dir(&self.shared.dir.join("tables"))?;
+        m.append(&[Record::CreateTable {
+            table_id: id,
+            schema: schema.clone(),
+        }])?;
+        tables.insert(
+            schema.name.clone(),
+            Arc::new(Table::new(id, schema, vec![])),
+        );
+        Ok(id)
+    }
+
+    /// Schema of a table.
+    pub fn schema(&self, table: &str) -> Result<TableSchema> {
+        Ok(self.shared.table(table)?.schema.clone())
+    }
+
+    /// Names of all tables, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        let mut v: Vec<_> = self
+            .shared
+            .tables_snapshot()
+            .iter()
+            .map(|t| t.schema.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn submit(&self, table: Arc<Table>, op: Op, durability: Durability) -> Result<u64> {
+        self.shared.check_poisoned()?;
+        let (tx, rx) = bounded(1);
+        self.commit_tx
+            .send(Msg::Write(WriteReq {
+                table,
+                op,
+                durability,
+                reply: tx,
+            }))
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| Error::Closed)?
+    }
+
+    /// Write a batch of rows (`device u64 LE | ts i64 LE | fields`, fixed
+    /// width). All rows or none are applied.
+    pub fn write(&self, table: &str, rows: &[u8], durability: Durability) -> Result<WriteAck> {
+        let t = self.shared.table(table)?;
+        let batch = Batch::new(rows, t.schema.row_width())?;
+        if rows.len() > crate::wal::frame::FRAME_PAYLOAD_MAX {
+            return Err(Error::invalid(
+                "batch",
+                format!(
+                    "{} bytes exceeds the {} byte limit; split it",
+                    rows.len(),
+                    crate::wal::frame::FRAME_PAYLOAD_MAX
+                ),
+            ));
+        }
+        let n = batch.len() as u64;
+        let first_seq = self.submit(t, Op::Put(rows.to_vec()), durability)?;
+        Ok(WriteAck {
+            first_seq,
+            rows: n,
+            durability,
+        })
+    }
+
+    /// Delete single readings `(device, ts)`.
+    pub fn delete(
+        &self,
+        table: &str,
+        points: &[(u64, i64)],
+        durability: Durability,
+    ) -> Result<WriteAck> {
+        let t = self.shared.table(table)?;
+        let max = crate::wal::frame::FRAME_PAYLOAD_MAX / crate::wal::frame::POINT_DELETE_LEN;
+        if points.is_empty() || points.len() > max {
+            return Err(Error::invalid(
+                "delete",
+                format!("{} points (1..={max})", points.len()),
+            ));
+        }
+        let p = points.iter().map(|(d, ts)| (DeviceId(*d), *ts)).collect();
+        let first_seq = self.submit(t, Op::DeletePoints(p), durability)?;
+        Ok(WriteAck {
+            first_seq,
+            rows: points.len() as u64,
+            durability,
+        })
+    }
+
+    /// Delete a device's readings with `from <= ts <= to`.
+    pub fn delete_range(
+        &self,
+        table: &str,
+        device: u64,
+        from: i64,
+        to: i64,
+        durability: Durability,
+    ) -> Result<WriteAck> {
+        let t = self.shared.table(table)?;
+        if from > to {
+            return Err(Error::invalid(
+                "delete range",
+                format!("from {from} > to {to}"),
+            ));
+        }
+        let op = Op::DeleteRange {
+            device: DeviceId(device),
+            from,
+            to,
+        };
+        let first_seq = self.submit(t, op, durability)?;
+        Ok(WriteAck {
+            first_seq,
+            rows: 1,
+            durability,
+        })
+    }
+
+    /// fdatasync the WAL now (makes earlier `async` writes durable).
+    pub fn sync(&self) -> Result<()> {
+        let (tx, rx) = bounded(1);
+        self.commit_tx
+            .send(Msg::Sync(tx))
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| Error::Closed)?
+    }
+
+    /// Freeze every active memstore and flush all of them to HFiles; on
+    /// return they are durable and recorded.
+    pub fn flush(&self) -> Result<()> {
+        let (tx, rx) = bounded(1);
+        self.commit_tx
+            .send(Msg::Freeze(None, tx))
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| Error::Closed)?;
+        for t in self.shared.tables_snapshot() {
+            flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison(&e))?;
+        }
+        self.shared.check_poisoned()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> StoreStats {
+        let mut s = StoreStats {
+            io: Some(self.io_kind()),
+            wal_segments: self.shared.wal().segment_count(),
+            cache: self.shared.cache.stats(),
+            ..Default::default()
+        };
+        for t in self.shared.tables_snapshot() {
+            let st = t.snapshot();
+            s.hfiles += st.files.len();
+            s.hfile_bytes += st.files.iter().map(|f| f.len_bytes()).sum::<u64>();
+            s.memstore_bytes +=
+                st.active.bytes() + st.frozen.iter().map(|m| m.bytes()).sum::<usize>();
+        }
+        s
+    }
+
+    /// Close: stop accepting writes, sync the WAL, stop background threads.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown();
+        self.shared.check_poisoned()
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.commit_tx.send(Msg::Shutdown);
+        let _ = self.shared.flush_tx.send(None);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,236 @@
+//! Open and recover: lock the directory, pick the I/O backend, clean up
+//! orphans, load the manifest and HFiles, replay the WAL, start threads.
+
+use super::commit::{apply, Committer, Op};
+use super::flush::{self, file_name};
+use super::table::Table;
+use super::{Options, Shared, Store};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::hfile::HFileReader;
+use crate::io::{self, BackendRef, IoChoice};
+use crate::key::DeviceId;
+use crate::manifest::{Manifest, TableEntry};
+use crate::wal::frame::{Entry, EntryKind};
+use crate::wal::{self, WalWriter};
+use crossbeam_channel::unbounded;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+pub fn open(dir: &Path, opts: Options) -> Result<Store> {
+    for d in [dir.to_path_buf(), dir.join("wal"), dir.join("tables")] {
+        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+    }
+    let lock = lock_dir(dir)?;
+    let backend: BackendRef = match &opts.backend {
+        Some(b) => b.clone(),
+        None => io::select(match opts.io {
+            Some(c) => c,
+            None => IoChoice::from_env()?,
+        })?,
+    };
+    let manifest = Manifest::open(dir, backend.clone())?;
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let mut tables = HashMap::new();
+    let mut max_seq = 0u64;
+    for (id, entry) in &manifest.state().tables {
+        max_seq = max_seq.max(entry.flushed_seq);
+        let files = load_files(dir, *id, entry, &cache, &*backend)?;
+        for f in &files {
+            max_seq = max_seq.max(f.info().max_seq);
+        }
+        let t = Table::new(*id, entry.schema.clone(), files);
+        tables.insert(*id, Arc::new(t));
+    }
+    let flushed: HashMap<u32, u64> = manifest
+        .state()
+        .tables
+        .iter()
+        .map(|(id, t)| (*id, t.flushed_seq))
+        .collect();
+    let wal_dir = dir.join("wal");
+    let outcome = wal::replay(&wal_dir, &*backend, opts.salvage_wal, |e| {
+        replay_entry(&tables, &flushed, e)
+    })?;
+    max_seq = max_seq.max(outcome.last_seq);
+    let mut writer = WalWriter::open(
+        &wal_dir,
+        backend.clone(),
+        outcome.segments,
+        outcome.last_segment,
+        opts.wal_segment_bytes,
+    )?;
+    writer.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
+    let max_file_id = manifest.state().max_file_id;
+    let (flush_tx, flush_rx) = unbounded();
+    let shared = Arc::new(Shared {
+        dir: dir.to_path_buf(),
+        backend,
+        opts,
+        cache,
+        tables: RwLock::new(
+            tables
+                .into_values()
+                .map(|t| (t.schema.name.clone(), t))
+                .collect(),
+        ),
+        manifest: Mutex::new(manifest),
+        wal: Mutex::new(writer),
+        poisoned: Mutex::new(None),
+        next_file_id: AtomicU64::new(max_file_id + 1),
+        flush_tx,
+        progress: (Mutex::new(0), Condvar::new()),
+        _lock: lock,
+    });
+    // A long WAL may have filled memstores past the threshold: flush them
+    // now (no writer can run before `open` returns).
+    for t in shared.tables_snapshot() {
+        if t.active().bytes() >= shared.opts.flush_threshold_bytes && t.freeze() {
+            shared.request_flush(t.id);
+        }
+    }
+    let (commit_tx, commit_rx) = unbounded();
+    let committer = Committer::new(shared.clone(), commit_rx, max_seq + 1);
+    let s2 = shared.clone();
+    let threads = vec![
+        spawn("telestore-commit", move || committer.run())?,
+        spawn("telestore-flush", move || flusher(s2, flush_rx))?,
+    ];
+    tracing::info!(
+        "opened {} (io: {}, {} WAL entries replayed, next seq {})",
+        dir.display(),
+        shared.backend.kind().name(),
+        outcome.entries,
+        max_seq + 1
+    );
+    Ok(Store {
+        shared,
+        commit_tx,
+        threads,
+    })
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error::io(name, e))
+}
+
+fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
+    while let Ok(Some(id)) = rx.recv() {
+        let Some(t) = shared.tables_snapshot().into_iter().find(|t| t.id == id) else {
+            continue;
+        };
+        if let Err(e) = flush::flush_frozen(&shared, &t) {
+            shared.poison(&e);
+            shared.notify_flush_progress();
+        }
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let p = dir.join("LOCK");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(|e| Error::io(&p, e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&p, e)),
+    }
+}
+
+/// Open a table's live files; delete temporaries and files the manifest
+/// does not list (a crash between publishing a file and recording it).
+fn load_files(
+    dir: &Path,
+    id: u32,
+    entry: &TableEntry,
+    cache: &Arc<BlockCache>,
+    backend: &dyn io::Backend,
+) -> Result<Vec<Arc<HFileReader>>> {
+    let tdir = dir.join("tables").join(id.to_string());
+    std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
+    let live: HashSet<String> = entry.files.keys().map(|f| file_name(*f)).collect();
+    let mut removed = false;
+    for ent in std::fs::read_dir(&tdir).map_err(|e| Error::io(&tdir, e))? {
+        let ent = ent.map_err(|e| Error::io(&tdir, e))?;
+        let name = ent.file_name().to_string_lossy().to_string();
+        if !live.contains(&name) {
+            tracing::warn!("removing orphaned file {}", ent.path().display());
+            backend.remove_file(&ent.path())?;
+            removed = true;
+        }
+    }
+    if removed {
+        backend.sync_dir(&tdir)?;
+    }
+    let fw = entry.schema.fields_width();
+    entry
+        .files
+        .keys()
+        .map(|f| {
+            let p = table_dir_of(dir, id).join(file_name(*f));
+            HFileReader::open(&p, *f, fw, cache.clone()).map(Arc::new)
+        })
+        .collect()
+}
+
+fn table_dir_of(dir: &Path, id: u32) -> std::path::PathBuf {
+    dir.join("tables").join(id.to_string())
+}
+
+fn replay_entry(
+    tables: &HashMap<u32, Arc<Table>>,
+    flushed: &HashMap<u32, u64>,
+    e: &Entry<'_>,
+) -> Result<()> {
+    let t = tables
+        .get(&e.table_id)
+        .ok_or_else(|| Error::decode("wal entry", format!("unknown table id {}", e.table_id)))?;
+    if e.last_seq() <= flushed.get(&e.table_id).copied().unwrap_or(0) {
+        return Ok(());
+    }
+    let op = match e.kind {
+        EntryKind::Put => {
+            let w = t.schema.row_width();
+            if e.payload.len() != e.count as usize * w {
+                return Err(Error::decode(
+                    "wal entry",
+                    format!(
+                        "{} rows in {} bytes, table row width {w}",
+                        e.count,
+                        e.payload.len()
+                    ),
+                ));
+            }
+            Op::Put(e.payload.to_vec())
+        }
+        EntryKind::DeletePoints => Op::DeletePoints(
+            e.payload
+                .chunks_exact(16)
+                .map(|c| {
+                    (
+                        DeviceId(crate::util::bin::le_u64(c, 0)),
+                        crate::util::bin::le_u64(c, 8) as i64,
+                    )
+                })
+                .collect(),
+        ),
+        EntryKind::DeleteRange => Op::DeleteRange {
+            device: DeviceId(crate::util::bin::le_u64(e.payload, 0)),
+            from: crate::util::bin::le_u64(e.payload, 8) as i64,
+            to: crate::util::bin::le_u64(e.payload, 16) as i64,
+        },
+    };
+    apply(t, e.first_seq, &op);
+    Ok(())
+}

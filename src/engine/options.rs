@@ -1,0 +1,95 @@
+//! Store options and write durability.
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::io::{BackendRef, IoChoice};
+use std::sync::Arc;
+
+/// When a write is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Acknowledged only after the fdatasync that covers it: survives
+    /// `kill -9` and power loss.
+    #[default]
+    Sync,
+    /// Acknowledged once written to the WAL file (OS page cache); the WAL
+    /// is fdatasync'ed within `async_sync_interval_ms`. Survives `kill -9`
+    /// of the process, but a power loss can lose up to that interval.
+    Async,
+    /// Not logged: only in the memstore until the next flush. Lost on any
+    /// crash before that flush.
+    Skip,
+}
+
+impl Durability {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "sync" => Ok(Durability::Sync),
+            "async" => Ok(Durability::Async),
+            "skip" => Ok(Durability::Skip),
+            other => Err(Error::invalid(
+                "durability",
+                format!("{other:?} (expected sync, async or skip)"),
+            )),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Sync => "sync",
+            Durability::Async => "async",
+            Durability::Skip => "skip",
+        }
+    }
+}
+
+/// Options for [`super::Store::open`].
+#[derive(Clone)]
+pub struct Options {
+    /// I/O backend; `None` reads `TELESTORE_IO` (default `auto`).
+    pub io: Option<IoChoice>,
+    /// A ready backend (tests inject faults this way); overrides `io`.
+    pub backend: Option<BackendRef>,
+    /// A memstore is frozen and flushed when it reaches this size.
+    pub flush_threshold_bytes: usize,
+    /// Frozen memstores per table before writers wait for flushes.
+    pub frozen_memstores_max: usize,
+    /// WAL segment size before rolling to a new segment.
+    pub wal_segment_bytes: u64,
+    /// Longest delay before an `async` write is fsynced.
+    pub async_sync_interval_ms: u64,
+    /// Block cache capacity.
+    pub block_cache_bytes: u64,
+    /// Cut the WAL at the first corrupt entry instead of failing to open.
+    pub salvage_wal: bool,
+    /// Source of "now" for TTL.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            io: None,
+            backend: None,
+            flush_threshold_bytes: 64 << 20,
+            frozen_memstores_max: 4,
+            wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
+            async_sync_interval_ms: 100,
+            block_cache_bytes: 256 << 20,
+            salvage_wal: false,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("io", &self.io)
+            .field("flush_threshold_bytes", &self.flush_threshold_bytes)
+            .field("wal_segment_bytes", &self.wal_segment_bytes)
+            .field("async_sync_interval_ms", &self.async_sync_interval_ms)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("salvage_wal", &self.salvage_wal)
+            .finish()
+    }
+}

@@ -1,0 +1,117 @@
+//! The one library error type. Every variant says *where* something went
+//! wrong: which file, which offset, which argument.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors returned by the telestore library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A checksum did not match: the bytes at `offset` in `file` are corrupt.
+    #[error("checksum mismatch in {file} at offset {offset}: expected {expected:#010x}, found {actual:#010x}")]
+    ChecksumMismatch {
+        file: PathBuf,
+        offset: u64,
+        expected: u32,
+        actual: u32,
+    },
+    /// Structurally invalid bytes (bad magic, impossible length, ...).
+    #[error("corrupt {what} in {file} at offset {offset}")]
+    Corrupt {
+        what: String,
+        file: PathBuf,
+        offset: u64,
+    },
+    /// A file or record carries a version this build cannot read.
+    #[error("unsupported {what} version {version}")]
+    UnsupportedVersion { what: &'static str, version: u32 },
+    /// A previous fsync or write failed; the write path is stopped until the
+    /// store is reopened (acknowledging more writes could lose data silently).
+    #[error("write path poisoned after an I/O failure ({cause}); reopen the store")]
+    Poisoned { cause: String },
+    /// The store is overloaded; retry after the hinted delay.
+    #[error("busy, retry after {retry_after_ms} ms")]
+    Busy { retry_after_ms: u64 },
+    /// Caller supplied invalid input (argument, schema, batch ...).
+    #[error("invalid {what}: {message}")]
+    InvalidInput { what: &'static str, message: String },
+    /// No such table.
+    #[error("unknown table {0:?}")]
+    UnknownTable(String),
+    /// Table exists with a different schema.
+    #[error("table {name:?} already exists with a different schema: {detail}")]
+    SchemaConflict { name: String, detail: String },
+    /// A decoder was given bytes that do not form a valid value.
+    #[error("cannot decode {what}: {message}")]
+    Decode { what: &'static str, message: String },
+    /// The requested I/O backend is not available on this machine.
+    #[error("io backend {backend} unavailable: {reason}")]
+    BackendUnavailable {
+        backend: &'static str,
+        reason: String,
+    },
+    /// The data directory is locked by another process.
+    #[error("data directory {dir} is locked by another process")]
+    Locked { dir: PathBuf },
+    /// The store has been closed.
+    #[error("store is closed")]
+    Closed,
+    /// An operating-system I/O error, with the path it concerned.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Wrap an `std::io::Error` with the path it concerned.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidInput`].
+    pub fn invalid(what: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            what,
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Corrupt`].
+    pub fn corrupt(what: impl Into<String>, file: impl Into<PathBuf>, offset: u64) -> Self {
+        Error::Corrupt {
+            what: what.into(),
+            file: file.into(),
+            offset,
+        }
+    }
+
+    /// Shorthand for [`Error::Decode`].
+    pub fn decode(what: &'static str, message: impl Into<String>) -> Self {
+        Error::Decode {
+            what,
+            message: message.into(),
+        }
+    }
+
+    /// Turn a position-less [`Error::Decode`] into [`Error::Corrupt`] naming
+    /// the file and offset it came from; other variants pass through.
+    pub fn at(self, file: impl Into<PathBuf>, offset: u64) -> Self {
+        match self {
+            Error::Decode { what, message } => Error::Corrupt {
+                what: format!("{what} ({message})"),
+                file: file.into(),
+                offset,
+            },
+            other => other,
+        }
+    }
+}

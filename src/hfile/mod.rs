@@ -1,0 +1,13 @@
+//! HFiles: immutable sorted files of compressed, checksummed blocks with a
+//! block index, a bloom filter, file info and a fixed-size trailer.
+//! Spec: `formats/hfile.md`.
+
+pub mod block;
+pub mod bloom;
+pub mod reader;
+pub mod sections;
+pub mod writer;
+
+pub use reader::HFileReader;
+pub use sections::FileInfo;
+pub use writer::{publish, HFileWriter, WriterOptions};

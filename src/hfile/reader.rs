@@ -1,0 +1,255 @@
+//! HFile reader: loads trailer and sections at open (every checksum
+//! verified), serves data blocks through the block cache with `pread`.
+
+use super::block::{self, BlockError};
+use super::bloom::Bloom;
+use super::sections::{
+    decode_index, decode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer, TRAILER_LEN,
+};
+use crate::cache::BlockCache;
+use crate::cell::{self, RangeTombstone};
+use crate::error::{Error, Result};
+use crate::key::{DeviceId, RowKey};
+use crate::util::bin::crc;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// An open HFile.
+pub struct HFileReader {
+    path: PathBuf,
+    file: std::fs::File,
+    file_id: u64,
+    len: u64,
+    index: Vec<IndexEntry>,
+    bloom: Option<Bloom>,
+    info: FileInfo,
+    tombstones: Vec<RangeTombstone>,
+    cell_width: usize,
+    cache: Arc<BlockCache>,
+}
+
+impl std::fmt::Debug for HFileReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HFileReader")
+            .field("path", &self.path)
+            .field("blocks", &self.index.len())
+            .finish()
+    }
+}
+
+/// Parsed metadata of a whole file (used by the reader and the fuzz target).
+pub struct Parsed {
+    pub index: Vec<IndexEntry>,
+    pub bloom: Option<Bloom>,
+    pub info: FileInfo,
+    pub tombstones: Vec<RangeTombstone>,
+}
+
+fn section<'a>(data: &'a [u8], s: &SectionRef, what: &'static str, base: u64) -> Result<&'a [u8]> {
+    let start = s
+        .offset
+        .checked_sub(base)
+        .ok_or_else(|| Error::decode(what, "offset before section area"))? as usize;
+    let b = data
+        .get(start..start + s.len as usize)
+        .ok_or_else(|| Error::decode(what, "outside the file"))?;
+    let actual = crc(b);
+    if actual != s.crc {
+        return Err(Error::decode(
+            what,
+            format!(
+                "checksum mismatch: expected {:#010x}, found {actual:#010x}",
+                s.crc
+            ),
+        ));
+    }
+    Ok(b)
+}
+
+/// Parse the sections given `meta` = file bytes from `base` to the trailer.
+pub fn parse_sections(meta: &[u8], base: u64, t: &Trailer) -> Result<Parsed> {
+    let index = decode_index(
+        section(meta, &t.index, "hfile index", base)?,
+        t.index.offset,
+    )?;
+    let bloom_b = section(meta, &t.bloom, "hfile bloom", base)?;
+    let bloom = if bloom_b.is_empty() {
+        None
+    } else {
+        Some(Bloom::decode(bloom_b)?)
+    };
+    let info = FileInfo::decode(section(meta, &t.info, "hfile info", base)?)?;
+    let tombstones = decode_tombstones(section(
+        meta,
+        &t.tombstones,
+        "hfile range tombstones",
+        base,
+    )?)?;
+    let cells: u64 = index.iter().map(|e| u64::from(e.cells)).sum();
+    if cells != info.cells || tombstones.len() != info.range_tombstones as usize {
+        return Err(Error::decode("hfile info", "counts disagree with index"));
+    }
+    Ok(Parsed {
+        index,
+        bloom,
+        info,
+        tombstones,
+    })
+}
+
+impl HFileReader {
+    /// Open and verify the metadata of `path`. `fields_width` is the table's.
+    pub fn open(
+        path: &Path,
+        file_id: u64,
+        fields_width: usize,
+        cache: Arc<BlockCache>,
+    ) -> Result<Self> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if len < TRAILER_LEN as u64 {
+            return Err(Error::corrupt("hfile shorter than its trailer", path, 0));
+        }
+        let toff = len - TRAILER_LEN as u64;
+        let tb = read_exact(&file, path, toff, TRAILER_LEN)?;
+        let t = Trailer::decode(&tb, len).map_err(|e| e.at(path, toff))?;
+        let base = t
+            .index
+            .offset
+            .min(t.bloom.offset)
+            .min(t.info.offset)
+            .min(t.tombstones.offset);
+        let meta = read_exact(&file, path, base, (toff - base) as usize)?;
+        let p = parse_sections(&meta, base, &t).map_err(|e| e.at(path, base))?;
+        if p.info.fields_width as usize != fields_width {
+            return Err(Error::corrupt(
+                format!(
+                    "hfile fields width {} (table has {fields_width})",
+                    p.info.fields_width
+                ),
+                path,
+                t.info.offset,
+            ));
+        }
+        Ok(HFileReader {
+            path: path.to_path_buf(),
+            file,
+            file_id,
+            len,
+            index: p.index,
+            bloom: p.bloom,
+            info: p.info,
+            tombstones: p.tombstones,
+            cell_width: cell::cell_width(fields_width),
+            cache,
+        })
+    }
+
+    pub fn info(&self) -> &FileInfo {
+        &self.info
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn file_id(&self) -> u64 {
+        self.file_id
+    }
+    pub fn len_bytes(&self) -> u64 {
+        self.len
+    }
+    pub fn block_count(&self) -> usize {
+        self.index.len()
+    }
+    pub fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+    pub fn cell_width(&self) -> usize {
+        self.cell_width
+    }
+    pub fn range_tombstones(&self) -> &[RangeTombstone] {
+        &self.tombstones
+    }
+
+    /// Could the file hold cells with keys in `[lo, hi]`?
+    pub fn overlaps(&self, lo: &RowKey, hi: &RowKey) -> bool {
+        self.info.cells > 0 && self.info.min_key <= *hi && *lo <= self.info.max_key
+    }
+    /// Could the file hold cells with `from <= ts <= to`?
+    pub fn ts_overlaps(&self, from: i64, to: i64) -> bool {
+        self.info.cells > 0 && self.info.min_ts <= to && from <= self.info.max_ts
+    }
+    pub fn may_contain_device(&self, d: DeviceId) -> bool {
+        self.bloom.as_ref().is_none_or(|b| b.may_contain_device(d))
+    }
+    pub fn may_contain_key(&self, k: &RowKey) -> bool {
+        self.bloom.as_ref().is_none_or(|b| b.may_contain_key(k))
+    }
+
+    /// Index of the first block whose last key is `>= lo`.
+    pub fn seek_block(&self, lo: &RowKey) -> usize {
+        self.index.partition_point(|e| e.last_key < *lo)
+    }
+
+    /// Decoded cells of block `i` (verified, cached).
+    pub fn block(&self, i: usize) -> Result<Arc<Vec<u8>>> {
+        let e = self.index[i];
+        self.cache.get_or_load(self.file_id, i as u32, || {
+            let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+            match block::decode(&b, self.cell_width) {
+                Ok(raw) if raw.len() == e.cells as usize * self.cell_width => Ok(raw),
+                Ok(_) => Err(Error::corrupt(
+                    "block cell count disagrees with index",
+                    &self.path,
+                    e.offset,
+                )),
+                Err(BlockError::Checksum { expected, actual }) => Err(Error::ChecksumMismatch {
+                    file: self.path.clone(),
+                    offset: e.offset,
+                    expected,
+                    actual,
+                }),
+                Err(BlockError::Other(err)) => Err(err.at(&self.path, e.offset)),
+            }
+        })
+    }
+
+    /// Forget this file's blocks in the cache.
+    pub fn evict(&self) {
+        self.cache.evict_file(self.file_id, self.index.len() as u32);
+    }
+}
+
+fn read_exact(f: &std::fs::File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, off).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corrupt("hfile truncated", path, off)
+        } else {
+            Error::io(path, e)
+        }
+    })?;
+    Ok(b)
+}
+
+/// Fuzz entry point: parse a whole HFile image and decode every block.
+pub fn fuzz_decode_file(data: &[u8], fields_width: usize) -> Result<u64> {
+    if data.len() < TRAILER_LEN {
+        return Err(Error::decode("hfile", "short"));
+    }
+    let toff = data.len() - TRAILER_LEN;
+    let t = Trailer::decode(&data[toff..], data.len() as u64)?;
+    let p = parse_sections(&data[..toff], 0, &t)?;
+    let mut cells = 0;
+    for e in &p.index {
+        let b = data
+            .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
+            .ok_or_else(|| Error::decode("hfile", "block outside"))?;
+        let raw = block::decode(b, cell::cell_width(fields_width)).map_err(|e| match e {
+            BlockError::Checksum { .. } => Error::decode("block", "checksum"),
+            BlockError::Other(e) => e,
+        })?;
+        cells += (raw.len() / cell::cell_width(fields_width)) as u64;
+    }
+    Ok(cells)
+}

@@ -1,0 +1,228 @@
+//! Streaming HFile writer: cells in, blocks + sections + trailer out, all
+//! through the I/O backend. The caller writes to a temporary name and
+//! publishes with [`publish`] (rename + directory fsync).
+
+use super::block;
+use super::bloom::Bloom;
+use super::sections::{encode_index, encode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer};
+use crate::cell::{self, CellKind, CellRef, RangeTombstone};
+use crate::error::Result;
+use crate::io::{Backend, IoFile, OpenMode};
+use crate::key::{DeviceId, RowKey};
+use crate::schema::Compression;
+use crate::util::bin::crc;
+use std::path::{Path, PathBuf};
+
+/// Bytes buffered before a write is issued.
+const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// How to write a file.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    pub table_id: u32,
+    pub layout_id: u32,
+    pub fields_width: usize,
+    pub compression: Compression,
+    pub block_size_bytes: usize,
+    pub bloom: bool,
+    /// Cells expected (sizes the bloom filter).
+    pub expected_cells: usize,
+    pub created_ms: i64,
+}
+
+/// Writes one HFile.
+pub struct HFileWriter {
+    file: Box<dyn IoFile>,
+    path: PathBuf,
+    opts: WriterOptions,
+    cell_width: usize,
+    raw: Vec<u8>,
+    raw_cells: u32,
+    out: Vec<u8>,
+    out_offset: u64,
+    index: Vec<IndexEntry>,
+    bloom: Option<Bloom>,
+    info: FileInfo,
+    last_device: Option<DeviceId>,
+    last: Option<(RowKey, u64)>,
+}
+
+impl HFileWriter {
+    /// Create `path` (must not exist).
+    pub fn create(backend: &dyn Backend, path: &Path, opts: WriterOptions) -> Result<Self> {
+        let file = backend.open(path, OpenMode::CreateNew)?;
+        let info = FileInfo {
+            table_id: opts.table_id,
+            layout_id: opts.layout_id,
+            fields_width: opts.fields_width as u32,
+            codec: opts.compression.code(),
+            min_ts: i64::MAX,
+            max_ts: i64::MIN,
+            min_seq: u64::MAX,
+            created_ms: opts.created_ms,
+            ..Default::default()
+        };
+        Ok(HFileWriter {
+            file,
+            path: path.to_path_buf(),
+            cell_width: cell::cell_width(opts.fields_width),
+            bloom: opts
+                .bloom
+                .then(|| Bloom::with_capacity(opts.expected_cells.saturating_mul(2).max(16))),
+            raw: Vec::with_capacity(opts.block_size_bytes + 4096),
+            raw_cells: 0,
+            out: Vec::with_capacity(WRITE_CHUNK_BYTES * 2),
+            out_offset: 0,
+            index: Vec::new(),
+            info,
+            last_device: None,
+            last: None,
+            opts,
+        })
+    }
+
+    /// Append one cell; cells must arrive in cell order.
+    pub fn add(&mut self, c: &[u8]) -> Result<()> {
+        debug_assert_eq!(c.len(), self.cell_width);
+        let cr = CellRef(c);
+        if let Some((k, s)) = self.last {
+            assert!(
+                (k, std::cmp::Reverse(s)) < (*cr.key(), std::cmp::Reverse(cr.seq())),
+                "cells out of order"
+            );
+        } else {
+            self.info.min_key = *cr.key();
+        }
+        self.last = Some((*cr.key(), cr.seq()));
+        self.info.max_key = *cr.key();
+        self.info.cells += 1;
+        if cr.kind() == CellKind::Delete {
+            self.info.tombstones += 1;
+        }
+        let ts = cr.ts();
+        self.info.min_ts = self.info.min_ts.min(ts);
+        self.info.max_ts = self.info.max_ts.max(ts);
+        self.info.min_seq = self.info.min_seq.min(cr.seq());
+        self.info.max_seq = self.info.max_seq.max(cr.seq());
+        if let Some(b) = &mut self.bloom {
+            b.insert_key(cr.key());
+            let d = cr.device();
+            if self.last_device != Some(d) {
+                b.insert_device(d);
+                self.last_device = Some(d);
+            }
+        }
+        self.raw.extend_from_slice(c);
+        self.raw_cells += 1;
+        if self.raw.len() >= self.opts.block_size_bytes {
+            self.finish_block()?;
+        }
+        Ok(())
+    }
+
+    fn finish_block(&mut self) -> Result<()> {
+        if self.raw_cells == 0 {
+            return Ok(());
+        }
+        let start = self.out.len();
+        block::encode(
+            &self.raw,
+            self.raw_cells,
+            self.opts.compression,
+            &mut self.out,
+        )?;
+        let b = &self.out[start..];
+        if cfg!(debug_assertions) {
+            let back = block::decode(b, self.cell_width)
+                .map_err(|_| ())
+                .expect("block re-decode");
+            debug_assert_eq!(back, self.raw);
+        }
+        let w = self.cell_width;
+        self.index.push(IndexEntry {
+            first_key: *CellRef(&self.raw[..w]).key(),
+            last_key: *CellRef(&self.raw[self.raw.len() - w..]).key(),
+            offset: self.out_offset + start as u64,
+            len: b.len() as u32,
+            crc: crate::util::bin::le_u32(b, 20),
+            cells: self.raw_cells,
+        });
+        self.raw.clear();
+        self.raw_cells = 0;
+        if self.out.len() >= WRITE_CHUNK_BYTES {
+            self.flush_out()?;
+        }
+        Ok(())
+    }
+
+    fn flush_out(&mut self) -> Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let n = self.out.len() as u64;
+        let buf = std::mem::take(&mut self.out);
+        let mut buf = self.file.write_at(buf, self.out_offset)?;
+        self.out_offset += n;
+        buf.clear();
+        self.out = buf;
+        Ok(())
+    }
+
+    fn section(&mut self, bytes: &[u8]) -> SectionRef {
+        let s = SectionRef {
+            offset: self.out_offset + self.out.len() as u64,
+            len: bytes.len() as u32,
+            crc: crc(bytes),
+        };
+        self.out.extend_from_slice(bytes);
+        s
+    }
+
+    /// Write the remaining block, the sections and the trailer, then fsync.
+    /// Returns the file's info and its length.
+    pub fn finish(mut self, tombstones: &[RangeTombstone]) -> Result<(FileInfo, u64)> {
+        self.finish_block()?;
+        if self.info.cells == 0 {
+            self.info.min_ts = 0;
+            self.info.max_ts = 0;
+            self.info.min_seq = 0;
+        }
+        for t in tombstones {
+            self.info.min_seq = self.info.min_seq.min(t.seq);
+            self.info.max_seq = self.info.max_seq.max(t.seq);
+        }
+        self.info.range_tombstones = tombstones.len() as u32;
+        let index = self.section(&encode_index(&self.index));
+        let mut bloom_bytes = Vec::new();
+        if let Some(b) = &self.bloom {
+            b.encode(&mut bloom_bytes);
+        }
+        let bloom = self.section(&bloom_bytes);
+        let info = self.section(&self.info.encode());
+        let tombs = self.section(&encode_tombstones(tombstones));
+        let trailer = Trailer {
+            index,
+            bloom,
+            info,
+            tombstones: tombs,
+        };
+        self.out.extend_from_slice(&trailer.encode());
+        self.flush_out()?;
+        self.file.sync_all()?;
+        Ok((self.info, self.out_offset))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Publish a finished temporary file: rename into place, fsync the directory.
+pub fn publish(backend: &dyn Backend, tmp: &Path, dest: &Path) -> Result<()> {
+    backend.rename(tmp, dest)?;
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    backend.sync_dir(dir)
+}
+
+/// Largest key, used as an open upper bound.
+pub const KEY_MAX: RowKey = [0xff; crate::key::KEY_LEN];

@@ -1,0 +1,111 @@
+//! A fault-injecting wrapper around any backend, for tests: fail the Nth
+//! sync, fail writes after a point, count operations.
+
+use super::{Backend, BackendRef, IoFile, IoKind, OpenMode};
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Shared fault plan. `u64::MAX` means "never".
+#[derive(Debug)]
+pub struct Faults {
+    /// Syncs so far.
+    pub syncs: AtomicU64,
+    /// Fail every sync once `syncs` reaches this count.
+    pub fail_sync_from: AtomicU64,
+    /// Writes so far.
+    pub writes: AtomicU64,
+    /// Fail every write once `writes` reaches this count.
+    pub fail_write_from: AtomicU64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            syncs: AtomicU64::new(0),
+            fail_sync_from: AtomicU64::new(u64::MAX),
+            writes: AtomicU64::new(0),
+            fail_write_from: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+/// Backend wrapper applying [`Faults`].
+pub struct FaultyBackend {
+    inner: BackendRef,
+    faults: Arc<Faults>,
+}
+
+impl FaultyBackend {
+    pub fn new(inner: BackendRef, faults: Arc<Faults>) -> Self {
+        FaultyBackend { inner, faults }
+    }
+}
+
+fn injected(path: &Path, what: &str) -> Error {
+    Error::io(
+        path,
+        std::io::Error::other(format!("injected {what} failure")),
+    )
+}
+
+struct FaultyFile {
+    inner: Box<dyn IoFile>,
+    faults: Arc<Faults>,
+}
+
+impl FaultyFile {
+    fn sync_check(&self) -> Result<()> {
+        let n = self.faults.syncs.fetch_add(1, Ordering::SeqCst);
+        if n >= self.faults.fail_sync_from.load(Ordering::SeqCst) {
+            return Err(injected(self.inner.path(), "fsync"));
+        }
+        Ok(())
+    }
+}
+
+impl IoFile for FaultyFile {
+    fn write_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
+        let n = self.faults.writes.fetch_add(1, Ordering::SeqCst);
+        if n >= self.faults.fail_write_from.load(Ordering::SeqCst) {
+            return Err(injected(self.inner.path(), "write"));
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
+        self.inner.read_at(len, offset)
+    }
+    fn sync_data(&self) -> Result<()> {
+        self.sync_check()?;
+        self.inner.sync_data()
+    }
+    fn sync_all(&self) -> Result<()> {
+        self.sync_check()?;
+        self.inner.sync_all()
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.inner.set_len(len)
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}
+
+impl Backend for FaultyBackend {
+    fn kind(&self) -> IoKind {
+        self.inner.kind()
+    }
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn IoFile>> {
+        Ok(Box::new(FaultyFile {
+            inner: self.inner.open(path, mode)?,
+            faults: self.faults.clone(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.inner.remove_file(path)
+    }
+}

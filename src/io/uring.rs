@@ -1,0 +1,312 @@
+//! The io_uring backend: a `tokio_uring::Runtime` on one dedicated OS
+//! thread, fed over a crossbeam channel. `tokio_uring::fs::File` is `!Send`,
+//! so files live in a table on that thread and callers hold ids. Each
+//! request runs as its own task, so many ops (writes and syncs of different
+//! files) are in flight at once. Replies come back on one-shot crossbeam
+//! channels; callers block on them.
+
+use super::{Backend, IoFile, IoKind, OpenMode};
+use crate::error::{Error, Result};
+use crossbeam_channel::{bounded, unbounded, Sender};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio_uring::buf::BoundedBuf;
+
+static URING_OPS: AtomicU64 = AtomicU64::new(0);
+
+/// Number of operations completed through io_uring in this process (tests
+/// use it to prove that io_uring was really used).
+pub fn uring_ops_completed() -> u64 {
+    URING_OPS.load(Ordering::Relaxed)
+}
+
+type Reply<T> = Sender<io::Result<T>>;
+
+enum Req {
+    Open(PathBuf, OpenMode, Reply<u64>),
+    Write(u64, Vec<u8>, u64, Sender<(io::Result<()>, Vec<u8>)>),
+    Read(u64, usize, u64, Reply<Vec<u8>>),
+    SyncData(u64, Reply<()>),
+    SyncAll(u64, Reply<()>),
+    SetLen(u64, u64, Reply<()>),
+    Rename(PathBuf, PathBuf, Reply<()>),
+    Remove(PathBuf, Reply<()>),
+    Close(u64),
+    Shutdown,
+}
+
+struct Channel {
+    tx: Sender<Req>,
+    notify: Arc<Notify>,
+}
+
+impl Channel {
+    fn send(&self, req: Req) -> Result<()> {
+        self.tx
+            .send(req)
+            .map_err(|_| Error::io("<io_uring thread>", io::Error::other("io thread stopped")))?;
+        self.notify.notify_one();
+        Ok(())
+    }
+
+    fn call<T>(&self, path: &Path, make: impl FnOnce(Reply<T>) -> Req) -> Result<T> {
+        let (tx, rx) = bounded(1);
+        self.send(make(tx))?;
+        let res = rx
+            .recv()
+            .map_err(|_| Error::io(path, io::Error::other("io thread stopped")))?;
+        res.map_err(|e| Error::io(path, e))
+    }
+}
+
+/// io_uring backend handle. Dropping the last handle stops the thread.
+pub struct UringBackend {
+    chan: Arc<Channel>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl UringBackend {
+    /// Start the I/O thread and its runtime. Call [`super::probe_uring`]
+    /// first: building the runtime where io_uring is blocked may hang.
+    pub fn start() -> Result<Self> {
+        let (tx, rx) = unbounded::<Req>();
+        let notify = Arc::new(Notify::new());
+        let n2 = notify.clone();
+        let (ready_tx, ready_rx) = bounded::<io::Result<()>>(1);
+        let thread = std::thread::Builder::new()
+            .name("telestore-uring".into())
+            .spawn(move || {
+                let rt = match tokio_uring::Runtime::new(tokio_uring::builder().entries(256)) {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                rt.block_on(run_loop(rx, n2));
+            })
+            .map_err(|e| Error::io("<io_uring thread>", e))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(Error::BackendUnavailable {
+                    backend: "uring",
+                    reason: e.to_string(),
+                })
+            }
+            Err(_) => {
+                return Err(Error::BackendUnavailable {
+                    backend: "uring",
+                    reason: "runtime thread died".into(),
+                })
+            }
+        }
+        Ok(UringBackend {
+            chan: Arc::new(Channel { tx, notify }),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for UringBackend {
+    fn drop(&mut self) {
+        let _ = self.chan.send(Req::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn run_loop(rx: crossbeam_channel::Receiver<Req>, notify: Arc<Notify>) {
+    let files: Files = Rc::new(RefCell::new(HashMap::new()));
+    let mut next_id = 1u64;
+    loop {
+        loop {
+            match rx.try_recv() {
+                Ok(Req::Shutdown) | Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+                Ok(Req::Close(id)) => {
+                    files.borrow_mut().remove(&id);
+                }
+                Ok(Req::Open(path, mode, reply)) => {
+                    let id = next_id;
+                    next_id += 1;
+                    tokio_uring::spawn(open(files.clone(), id, path, mode, reply));
+                }
+                Ok(req) => {
+                    tokio_uring::spawn(handle(files.clone(), req));
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => break,
+            }
+        }
+        notify.notified().await;
+    }
+}
+
+type Files = Rc<RefCell<HashMap<u64, Rc<tokio_uring::fs::File>>>>;
+
+fn done<T>(r: io::Result<T>) -> io::Result<T> {
+    if r.is_ok() {
+        URING_OPS.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}
+
+async fn open(files: Files, id: u64, path: PathBuf, mode: OpenMode, reply: Reply<u64>) {
+    let mut o = tokio_uring::fs::OpenOptions::new();
+    match mode {
+        OpenMode::CreateNew => o.read(true).write(true).create_new(true),
+        OpenMode::ReadWrite => o.read(true).write(true),
+        OpenMode::Directory => o.read(true),
+    };
+    let res = done(o.open(&path).await).map(|f| {
+        files.borrow_mut().insert(id, Rc::new(f));
+        id
+    });
+    let _ = reply.send(res);
+}
+
+fn get(files: &Files, id: u64) -> io::Result<Rc<tokio_uring::fs::File>> {
+    files
+        .borrow()
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| io::Error::other("file handle closed"))
+}
+
+async fn handle(files: Files, req: Req) {
+    match req {
+        Req::Write(id, buf, off, reply) => {
+            let res = match get(&files, id) {
+                Ok(f) => {
+                    let (r, buf) = f.write_all_at(buf, off).await;
+                    (done(r), buf)
+                }
+                Err(e) => (Err(e), buf),
+            };
+            let _ = reply.send(res);
+        }
+        Req::Read(id, len, off, reply) => {
+            let res = match get(&files, id) {
+                Ok(f) => {
+                    let (r, slice) = f
+                        .read_exact_at(Vec::with_capacity(len).slice(0..len), off)
+                        .await;
+                    done(r).map(|()| slice.into_inner())
+                }
+                Err(e) => Err(e),
+            };
+            let _ = reply.send(res);
+        }
+        Req::SyncData(id, reply) => {
+            let res = match get(&files, id) {
+                Ok(f) => done(f.sync_data().await),
+                Err(e) => Err(e),
+            };
+            let _ = reply.send(res);
+        }
+        Req::SyncAll(id, reply) => {
+            let res = match get(&files, id) {
+                Ok(f) => done(f.sync_all().await),
+                Err(e) => Err(e),
+            };
+            let _ = reply.send(res);
+        }
+        Req::SetLen(id, len, reply) => {
+            // io_uring gained FTRUNCATE only in Linux 6.9 and tokio-uring
+            // does not expose it: truncation (rare: torn WAL tails) is a
+            // plain ftruncate on the ring thread.
+            let res = get(&files, id).and_then(|f| ftruncate(f.as_raw_fd(), len));
+            let _ = reply.send(res);
+        }
+        Req::Rename(from, to, reply) => {
+            let _ = reply.send(done(tokio_uring::fs::rename(&from, &to).await));
+        }
+        Req::Remove(path, reply) => {
+            let _ = reply.send(done(tokio_uring::fs::remove_file(&path).await));
+        }
+        Req::Open(..) | Req::Close(_) | Req::Shutdown => unreachable!("handled in run_loop"),
+    }
+}
+
+fn ftruncate(fd: i32, len: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::other("length too large"))?;
+    // SAFETY: `fd` is a valid descriptor owned by a live File in the table.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::ftruncate(fd, len) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+struct UringFile {
+    id: u64,
+    path: PathBuf,
+    chan: Arc<Channel>,
+}
+
+impl IoFile for UringFile {
+    fn write_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
+        let (tx, rx) = bounded(1);
+        self.chan.send(Req::Write(self.id, buf, offset, tx))?;
+        let (res, buf) = rx
+            .recv()
+            .map_err(|_| Error::io(&self.path, io::Error::other("io thread stopped")))?;
+        res.map_err(|e| Error::io(&self.path, e))?;
+        Ok(buf)
+    }
+    fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
+        self.chan
+            .call(&self.path, |r| Req::Read(self.id, len, offset, r))
+    }
+    fn sync_data(&self) -> Result<()> {
+        self.chan.call(&self.path, |r| Req::SyncData(self.id, r))
+    }
+    fn sync_all(&self) -> Result<()> {
+        self.chan.call(&self.path, |r| Req::SyncAll(self.id, r))
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.chan.call(&self.path, |r| Req::SetLen(self.id, len, r))
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for UringFile {
+    fn drop(&mut self) {
+        let _ = self.chan.send(Req::Close(self.id));
+    }
+}
+
+impl Backend for UringBackend {
+    fn kind(&self) -> IoKind {
+        IoKind::Uring
+    }
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn IoFile>> {
+        let id = self
+            .chan
+            .call(path, |r| Req::Open(path.to_path_buf(), mode, r))?;
+        Ok(Box::new(UringFile {
+            id,
+            path: path.to_path_buf(),
+            chan: self.chan.clone(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.chan.call(from, |r| {
+            Req::Rename(from.to_path_buf(), to.to_path_buf(), r)
+        })
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.chan.call(path, |r| Req::Remove(path.to_path_buf(), r))
+    }
+}

@@ -1,0 +1,229 @@
+//! The manifest: the catalog of tables, each table's live HFiles and its
+//! flushed sequence number. An append-only log of CRC-framed edits,
+//! rewritten atomically (temp → fsync → rename → fsync dir) when it grows.
+//! Spec: `formats/manifest.md`.
+
+pub mod record;
+
+pub use record::{FileMeta, Record};
+
+use crate::error::{Error, Result};
+use crate::io::{BackendRef, IoFile, OpenMode};
+use crate::schema::TableSchema;
+use record::{decode_framed, Framed, MANIFEST_HEADER_LEN};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const MANIFEST_NAME: &str = "MANIFEST";
+/// Rewrite the log as a snapshot once it exceeds this many bytes.
+pub const REWRITE_BYTES: u64 = 4 << 20;
+
+/// One table as the manifest knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableEntry {
+    pub schema: TableSchema,
+    pub flushed_seq: u64,
+    pub files: BTreeMap<u64, FileMeta>,
+}
+
+/// The state the log describes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct State {
+    pub tables: BTreeMap<u32, TableEntry>,
+    pub max_file_id: u64,
+}
+
+impl State {
+    fn apply(&mut self, r: &Record) -> std::result::Result<(), String> {
+        match r {
+            Record::CreateTable { table_id, schema } => {
+                if self.tables.contains_key(table_id) {
+                    return Err(format!("table id {table_id} created twice"));
+                }
+                self.tables.insert(
+                    *table_id,
+                    TableEntry {
+                        schema: schema.clone(),
+                        flushed_seq: 0,
+                        files: BTreeMap::new(),
+                    },
+                );
+            }
+            Record::Files {
+                table_id,
+                added,
+                removed,
+                flushed_seq,
+            } => {
+                let t = self
+                    .tables
+                    .get_mut(table_id)
+                    .ok_or_else(|| format!("edit for unknown table id {table_id}"))?;
+                for id in removed {
+                    t.files.remove(id);
+                }
+                for f in added {
+                    t.files.insert(f.file_id, *f);
+                    self.max_file_id = self.max_file_id.max(f.file_id);
+                }
+                if let Some(s) = flushed_seq {
+                    t.flushed_seq = t.flushed_seq.max(*s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Table id by name.
+    pub fn table_id(&self, name: &str) -> Option<u32> {
+        self.tables
+            .iter()
+            .find(|(_, t)| t.schema.name == name)
+            .map(|(id, _)| *id)
+    }
+
+    fn snapshot_records(&self) -> Vec<Record> {
+        let mut out = Vec::new();
+        for (id, t) in &self.tables {
+            out.push(Record::CreateTable {
+                table_id: *id,
+                schema: t.schema.clone(),
+            });
+            out.push(Record::Files {
+                table_id: *id,
+                added: t.files.values().copied().collect(),
+                removed: vec![],
+                flushed_seq: Some(t.flushed_seq),
+            });
+        }
+        out
+    }
+}
+
+/// The open manifest log.
+pub struct Manifest {
+    dir: PathBuf,
+    backend: BackendRef,
+    file: Box<dyn IoFile>,
+    offset: u64,
+    state: State,
+}
+
+impl Manifest {
+    /// Open (or create) the manifest in `dir`, replaying its log.
+    pub fn open(dir: &Path, backend: BackendRef) -> Result<Self> {
+        let path = dir.join(MANIFEST_NAME);
+        if !path.exists() {
+            let state = State::default();
+            write_snapshot(dir, &*backend, &state)?;
+        }
+        let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        record::decode_header(&data).map_err(|e| e.at(&path, 0))?;
+        let mut state = State::default();
+        let mut pos = MANIFEST_HEADER_LEN;
+        while pos < data.len() {
+            match decode_framed(&data[pos..]) {
+                Framed::Record(r, used) => {
+                    state.apply(&r).map_err(|m| {
+                        Error::corrupt(format!("manifest edit: {m}"), &path, pos as u64)
+                    })?;
+                    pos += used;
+                }
+                Framed::Incomplete => break,
+                Framed::Invalid(m) if is_tail(&data, pos) => {
+                    tracing::warn!("manifest: torn last record at {pos} ({m}) dropped");
+                    break;
+                }
+                Framed::Invalid(m) => {
+                    return Err(Error::corrupt(
+                        format!("manifest record ({m})"),
+                        &path,
+                        pos as u64,
+                    ))
+                }
+            }
+        }
+        let file = backend.open(&path, OpenMode::ReadWrite)?;
+        if pos < data.len() {
+            tracing::warn!(
+                "manifest: truncating {} torn bytes at {pos}",
+                data.len() - pos
+            );
+            file.set_len(pos as u64)?;
+            file.sync_all()?;
+        }
+        Ok(Manifest {
+            dir: dir.to_path_buf(),
+            backend,
+            file,
+            offset: pos as u64,
+            state,
+        })
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Durably append `records` (one write, one fsync), then apply them.
+    pub fn append(&mut self, records: &[Record]) -> Result<()> {
+        let mut probe = self.state.clone();
+        for r in records {
+            probe
+                .apply(r)
+                .map_err(|m| Error::invalid("manifest edit", m))?;
+        }
+        let mut buf = Vec::new();
+        for r in records {
+            r.encode(&mut buf);
+        }
+        let n = buf.len() as u64;
+        self.file.write_at(buf, self.offset)?;
+        self.file.sync_data()?;
+        self.offset += n;
+        self.state = probe;
+        if self.offset > REWRITE_BYTES {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    /// Replace the log by a snapshot of the current state.
+    pub fn rewrite(&mut self) -> Result<()> {
+        let len = write_snapshot(&self.dir, &*self.backend, &self.state)?;
+        self.file = self
+            .backend
+            .open(&self.dir.join(MANIFEST_NAME), OpenMode::ReadWrite)?;
+        self.offset = len;
+        Ok(())
+    }
+}
+
+fn is_tail(data: &[u8], pos: usize) -> bool {
+    let rest = &data[pos..];
+    if rest.len() < 4 || rest.iter().all(|b| *b == 0) {
+        return true;
+    }
+    let len = crate::util::bin::le_u32(rest, 0) as usize;
+    record::RECORD_HEADER_LEN.saturating_add(len) >= rest.len()
+}
+
+/// Write `state` as a fresh manifest: temp → fsync → rename → fsync dir.
+fn write_snapshot(dir: &Path, backend: &dyn crate::io::Backend, state: &State) -> Result<u64> {
+    let tmp = dir.join(format!("{MANIFEST_NAME}.tmp"));
+    if tmp.exists() {
+        backend.remove_file(&tmp)?;
+    }
+    let mut buf = record::encode_header();
+    for r in state.snapshot_records() {
+        r.encode(&mut buf);
+    }
+    let len = buf.len() as u64;
+    let f = backend.open(&tmp, OpenMode::CreateNew)?;
+    f.write_at(buf, 0)?;
+    f.sync_all()?;
+    drop(f);
+    backend.rename(&tmp, &dir.join(MANIFEST_NAME))?;
+    backend.sync_dir(dir)?;
+    Ok(len)
+}

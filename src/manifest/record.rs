@@ -1,0 +1,213 @@
+//! Manifest records. Spec: `formats/manifest.md`.
+//!
+//! File: header `magic "TSMF" | version u32 | crc u32` (12 bytes), then
+//! records `len u32 | crc u32 | payload` where the CRC32C covers the payload
+//! and the payload starts with a tag byte.
+
+use crate::error::{Error, Result};
+use crate::schema::TableSchema;
+use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
+
+pub const MANIFEST_MAGIC: [u8; 4] = *b"TSMF";
+pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_HEADER_LEN: usize = 12;
+pub const RECORD_HEADER_LEN: usize = 8;
+/// Largest record payload.
+pub const RECORD_LEN_MAX: usize = 16 << 20;
+
+const TAG_CREATE_TABLE: u8 = 1;
+const TAG_FILES: u8 = 2;
+
+/// What the manifest remembers about one HFile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileMeta {
+    pub file_id: u64,
+    pub len_bytes: u64,
+    pub cells: u64,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub min_ts: i64,
+    pub max_ts: i64,
+}
+
+/// One manifest edit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A new table.
+    CreateTable { table_id: u32, schema: TableSchema },
+    /// Files added to and removed from a table, atomically, and (for a
+    /// flush) the table's new flushed sequence number.
+    Files {
+        table_id: u32,
+        added: Vec<FileMeta>,
+        removed: Vec<u64>,
+        flushed_seq: Option<u64>,
+    },
+}
+
+/// Header bytes of a manifest file.
+pub fn encode_header() -> Vec<u8> {
+    let mut h = MANIFEST_MAGIC.to_vec();
+    h.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+    let c = crc(&h);
+    h.extend_from_slice(&c.to_le_bytes());
+    h
+}
+
+/// Check a manifest header.
+pub fn decode_header(b: &[u8]) -> Result<()> {
+    if b.len() < MANIFEST_HEADER_LEN || b[0..4] != MANIFEST_MAGIC {
+        return Err(Error::decode("manifest header", "bad magic or short"));
+    }
+    if le_u32(b, 8) != crc(&b[..8]) {
+        return Err(Error::decode("manifest header", "checksum mismatch"));
+    }
+    let v = le_u32(b, 4);
+    if v != MANIFEST_VERSION {
+        return Err(Error::UnsupportedVersion {
+            what: "manifest",
+            version: v,
+        });
+    }
+    Ok(())
+}
+
+impl Record {
+    fn payload(&self) -> Vec<u8> {
+        let mut w = BinWriter::new();
+        match self {
+            Record::CreateTable { table_id, schema } => {
+                w.u8(TAG_CREATE_TABLE).u32(*table_id);
+                schema.encode(&mut w);
+            }
+            Record::Files {
+                table_id,
+                added,
+                removed,
+                flushed_seq,
+            } => {
+                w.u8(TAG_FILES).u32(*table_id);
+                w.u8(flushed_seq.is_some() as u8)
+                    .u64(flushed_seq.unwrap_or(0));
+                w.u32(added.len() as u32);
+                for f in added {
+                    w.u64(f.file_id)
+                        .u64(f.len_bytes)
+                        .u64(f.cells)
+                        .u64(f.min_seq)
+                        .u64(f.max_seq)
+                        .i64(f.min_ts)
+                        .i64(f.max_ts);
+                }
+                w.u32(removed.len() as u32);
+                for r in removed {
+                    w.u64(*r);
+                }
+            }
+        }
+        w.into_inner()
+    }
+
+    /// Append the framed record to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let p = self.payload();
+        assert!(p.len() <= RECORD_LEN_MAX);
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc(&p).to_le_bytes());
+        out.extend_from_slice(&p);
+    }
+
+    /// Decode a payload (after its frame was checked).
+    pub fn decode_payload(p: &[u8]) -> Result<Self> {
+        let mut r = BinReader::new(p, "manifest record");
+        let rec = match r.u8()? {
+            TAG_CREATE_TABLE => Record::CreateTable {
+                table_id: r.u32()?,
+                schema: TableSchema::decode(&mut r)?,
+            },
+            TAG_FILES => {
+                let table_id = r.u32()?;
+                let has = r.u8()? != 0;
+                let seq = r.u64()?;
+                let n = r.u32()? as usize;
+                let mut added = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    added.push(FileMeta {
+                        file_id: r.u64()?,
+                        len_bytes: r.u64()?,
+                        cells: r.u64()?,
+                        min_seq: r.u64()?,
+                        max_seq: r.u64()?,
+                        min_ts: r.i64()?,
+                        max_ts: r.i64()?,
+                    });
+                }
+                let m = r.u32()? as usize;
+                let mut removed = Vec::with_capacity(m.min(4096));
+                for _ in 0..m {
+                    removed.push(r.u64()?);
+                }
+                Record::Files {
+                    table_id,
+                    added,
+                    removed,
+                    flushed_seq: has.then_some(seq),
+                }
+            }
+            t => return Err(Error::decode("manifest record", format!("unknown tag {t}"))),
+        };
+        r.finish()?;
+        Ok(rec)
+    }
+}
+
+/// Result of decoding one framed record at the start of a buffer.
+#[derive(Debug)]
+pub enum Framed {
+    Record(Record, usize),
+    Incomplete,
+    Invalid(String),
+}
+
+/// Decode one framed record. Never panics.
+pub fn decode_framed(b: &[u8]) -> Framed {
+    if b.len() < RECORD_HEADER_LEN {
+        return Framed::Incomplete;
+    }
+    let len = le_u32(b, 0) as usize;
+    if len > RECORD_LEN_MAX {
+        return Framed::Invalid(format!("record length {len} over limit"));
+    }
+    if b.len() < RECORD_HEADER_LEN + len {
+        return Framed::Incomplete;
+    }
+    let p = &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len];
+    let (expected, actual) = (le_u32(b, 4), crc(p));
+    if expected != actual {
+        return Framed::Invalid(format!(
+            "checksum mismatch: expected {expected:#010x}, found {actual:#010x}"
+        ));
+    }
+    match Record::decode_payload(p) {
+        Ok(r) => Framed::Record(r, RECORD_HEADER_LEN + len),
+        Err(e) => Framed::Invalid(e.to_string()),
+    }
+}
+
+/// Fuzz entry point: decode a manifest image (header + records).
+pub fn fuzz_decode_manifest(data: &[u8]) -> Result<usize> {
+    decode_header(data)?;
+    let mut pos = MANIFEST_HEADER_LEN;
+    let mut n = 0;
+    while pos < data.len() {
+        match decode_framed(&data[pos..]) {
+            Framed::Record(_, used) => {
+                pos += used;
+                n += 1;
+            }
+            Framed::Incomplete => break,
+            Framed::Invalid(m) => return Err(Error::decode("manifest record", m)),
+        }
+    }
+    Ok(n)
+}

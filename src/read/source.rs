@@ -1,0 +1,169 @@
+//! Sorted cell sources over one key range: a memstore (copied out in
+//! bounded chunks) or an HFile (block by block through the cache).
+
+use crate::cell::{self, CellRef, CELL_HEAD_LEN};
+use crate::error::Result;
+use crate::hfile::HFileReader;
+use crate::key::RowKey;
+use crate::memstore::Memstore;
+use std::sync::Arc;
+
+/// Cells copied from a memstore per refill.
+const MEM_CHUNK_CELLS: usize = 1024;
+
+/// A sorted stream of cells (key asc, seq desc).
+pub trait CellSource {
+    /// The current cell, `None` when exhausted.
+    fn current(&self) -> Option<&[u8]>;
+    /// Move to the next cell.
+    fn advance(&mut self) -> Result<()>;
+}
+
+/// Cells of a memstore in `[lo, hi]`.
+pub struct MemSource {
+    mem: Arc<Memstore>,
+    lo: RowKey,
+    hi: RowKey,
+    width: usize,
+    buf: Vec<u8>,
+    pos: usize,
+    done: bool,
+}
+
+impl MemSource {
+    pub fn new(mem: Arc<Memstore>, lo: RowKey, hi: RowKey) -> Self {
+        let width = cell::cell_width(mem.fields_width());
+        let mut s = MemSource {
+            mem,
+            lo,
+            hi,
+            width,
+            buf: Vec::new(),
+            pos: 0,
+            done: false,
+        };
+        s.refill(None);
+        s
+    }
+
+    fn refill(&mut self, after: Option<(RowKey, u64)>) {
+        self.buf.clear();
+        self.pos = 0;
+        let n = self
+            .mem
+            .copy_range(&self.lo, &self.hi, after, MEM_CHUNK_CELLS, &mut self.buf);
+        self.done = n == 0;
+    }
+}
+
+impl CellSource for MemSource {
+    fn current(&self) -> Option<&[u8]> {
+        if self.done {
+            return None;
+        }
+        Some(&self.buf[self.pos..self.pos + self.width])
+    }
+    fn advance(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.pos += self.width;
+        if self.pos >= self.buf.len() {
+            let last = CellRef(&self.buf[self.buf.len() - self.width..]);
+            let after = (*last.key(), last.seq());
+            self.refill(Some(after));
+        }
+        Ok(())
+    }
+}
+
+/// Cells of an HFile in `[lo, hi]`.
+pub struct FileSource {
+    file: Arc<HFileReader>,
+    hi: RowKey,
+    width: usize,
+    block_idx: usize,
+    block: Option<Arc<Vec<u8>>>,
+    pos: usize,
+}
+
+impl FileSource {
+    pub fn new(file: Arc<HFileReader>, lo: RowKey, hi: RowKey) -> Result<Self> {
+        let width = file.cell_width();
+        let block_idx = file.seek_block(&lo);
+        let mut s = FileSource {
+            file,
+            hi,
+            width,
+            block_idx,
+            block: None,
+            pos: 0,
+        };
+        s.load()?;
+        if let Some(b) = &s.block {
+            // First cell with key >= lo (binary search over fixed-width cells).
+            let n = b.len() / width;
+            let first = partition(n, |i| {
+                b[i * width..i * width + crate::key::KEY_LEN] < lo[..]
+            });
+            s.pos = first * width;
+            s.check_end()?;
+        }
+        Ok(s)
+    }
+
+    fn load(&mut self) -> Result<()> {
+        self.block = None;
+        self.pos = 0;
+        let idx = self.file.index();
+        if self.block_idx < idx.len() && idx[self.block_idx].first_key <= self.hi {
+            self.block = Some(self.file.block(self.block_idx)?);
+        }
+        Ok(())
+    }
+
+    /// Move to the next block when the position ran off this one; stop
+    /// past `hi`.
+    fn check_end(&mut self) -> Result<()> {
+        loop {
+            let Some(b) = &self.block else { return Ok(()) };
+            if self.pos < b.len() {
+                if b[self.pos..self.pos + crate::key::KEY_LEN] > self.hi[..] {
+                    self.block = None;
+                }
+                return Ok(());
+            }
+            self.block_idx += 1;
+            self.load()?;
+        }
+    }
+}
+
+fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+impl CellSource for FileSource {
+    fn current(&self) -> Option<&[u8]> {
+        let b = self.block.as_ref()?;
+        Some(&b[self.pos..self.pos + self.width])
+    }
+    fn advance(&mut self) -> Result<()> {
+        if self.block.is_none() {
+            return Ok(());
+        }
+        self.pos += self.width;
+        self.check_end()
+    }
+}
+
+const _: () = assert!(CELL_HEAD_LEN == 27);

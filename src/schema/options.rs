@@ -1,0 +1,219 @@
+//! Table options and their parsing (`zstd:3`, `30d`, ...).
+
+use crate::error::{Error, Result};
+use crate::util::bin::{BinReader, BinWriter};
+
+/// Block compression codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Snappy,
+    /// Zstandard at the given level (1..=22).
+    Zstd(i32),
+}
+
+impl Compression {
+    /// Default zstd level.
+    pub const ZSTD_LEVEL_DEFAULT: i32 = 3;
+
+    /// Codec code as stored in block headers: 0 none, 1 snappy, 2 zstd.
+    pub fn code(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Snappy => 1,
+            Compression::Zstd(_) => 2,
+        }
+    }
+
+    /// Parse `none`, `snappy`, `zstd` or `zstd:LEVEL`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Compression::None),
+            "snappy" => Ok(Compression::Snappy),
+            "zstd" => Ok(Compression::Zstd(Self::ZSTD_LEVEL_DEFAULT)),
+            _ => {
+                let level = s
+                    .strip_prefix("zstd:")
+                    .and_then(|l| l.parse::<i32>().ok())
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            "compression",
+                            format!("{s:?} (expected none, snappy, zstd or zstd:LEVEL)"),
+                        )
+                    })?;
+                let c = Compression::Zstd(level);
+                c.validate()?;
+                Ok(c)
+            }
+        }
+    }
+
+    fn validate(self) -> Result<()> {
+        if let Compression::Zstd(l) = self {
+            if !(1..=22).contains(&l) {
+                return Err(Error::invalid(
+                    "compression",
+                    format!("zstd level {l} outside 1..=22"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => write!(f, "none"),
+            Compression::Snappy => write!(f, "snappy"),
+            Compression::Zstd(l) => write!(f, "zstd:{l}"),
+        }
+    }
+}
+
+/// Per-table options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Retention by the cell's own timestamp, in milliseconds.
+    pub ttl_ms: Option<i64>,
+    /// Versions kept per (device, ts); reads return the newest by default.
+    pub max_versions: u32,
+    pub compression: Compression,
+    /// Target uncompressed size of an HFile data block.
+    pub block_size_bytes: u32,
+    /// Write a bloom filter into each HFile.
+    pub bloom: bool,
+    /// Pre-split region count (used by the regions feature).
+    pub regions: u32,
+}
+
+/// Smallest allowed block size.
+pub const BLOCK_SIZE_MIN: u32 = 1024;
+/// Largest allowed block size (uncompressed).
+pub const BLOCK_SIZE_MAX: u32 = 16 << 20;
+/// Most versions per cell.
+pub const VERSIONS_MAX: u32 = 1 << 16;
+/// Most pre-split regions.
+pub const REGIONS_MAX: u32 = 65_536;
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            ttl_ms: None,
+            max_versions: 1,
+            compression: Compression::Zstd(Compression::ZSTD_LEVEL_DEFAULT),
+            block_size_bytes: 64 * 1024,
+            bloom: true,
+            regions: 16,
+        }
+    }
+}
+
+impl TableOptions {
+    pub fn validate(&self) -> Result<()> {
+        if let Some(t) = self.ttl_ms {
+            if t <= 0 {
+                return Err(Error::invalid("ttl", format!("{t} ms must be positive")));
+            }
+        }
+        if !(1..=VERSIONS_MAX).contains(&self.max_versions) {
+            return Err(Error::invalid(
+                "max_versions",
+                format!("{} outside 1..={VERSIONS_MAX}", self.max_versions),
+            ));
+        }
+        if !(BLOCK_SIZE_MIN..=BLOCK_SIZE_MAX).contains(&self.block_size_bytes) {
+            return Err(Error::invalid(
+                "block_size_bytes",
+                format!(
+                    "{} outside {BLOCK_SIZE_MIN}..={BLOCK_SIZE_MAX}",
+                    self.block_size_bytes
+                ),
+            ));
+        }
+        if !(1..=REGIONS_MAX).contains(&self.regions) {
+            return Err(Error::invalid(
+                "regions",
+                format!("{} outside 1..={REGIONS_MAX}", self.regions),
+            ));
+        }
+        self.compression.validate()
+    }
+
+    pub fn encode(&self, w: &mut BinWriter) {
+        w.i64(self.ttl_ms.unwrap_or(0))
+            .u32(self.max_versions)
+            .u8(self.compression.code());
+        let level = match self.compression {
+            Compression::Zstd(l) => l as u32,
+            _ => 0,
+        };
+        w.u32(level)
+            .u32(self.block_size_bytes)
+            .u8(self.bloom as u8)
+            .u32(self.regions);
+    }
+
+    pub fn decode(r: &mut BinReader<'_>) -> Result<Self> {
+        let ttl = r.i64()?;
+        let max_versions = r.u32()?;
+        let code = r.u8()?;
+        let level = r.u32()? as i32;
+        let compression = match code {
+            0 => Compression::None,
+            1 => Compression::Snappy,
+            2 => Compression::Zstd(level),
+            c => return Err(Error::decode("table options", format!("codec {c}"))),
+        };
+        Ok(TableOptions {
+            ttl_ms: (ttl != 0).then_some(ttl),
+            max_versions,
+            compression,
+            block_size_bytes: r.u32()?,
+            bloom: r.u8()? != 0,
+            regions: r.u32()?,
+        })
+    }
+}
+
+/// Parse a duration such as `500ms`, `45s`, `90m`, `12h`, `30d`, `2w` into ms.
+pub fn parse_duration_ms(s: &str) -> Result<i64> {
+    let bad = || {
+        Error::invalid(
+            "duration",
+            format!("{s:?} (expected a number and a unit: ms, s, m, h, d or w)"),
+        )
+    };
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (num, unit) = s.split_at(split);
+    let n: i64 = num.parse().map_err(|_| bad())?;
+    let mult: i64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses() {
+        assert_eq!(Compression::parse("zstd").unwrap(), Compression::Zstd(3));
+        assert_eq!(Compression::parse("zstd:9").unwrap(), Compression::Zstd(9));
+        assert_eq!(Compression::parse("snappy").unwrap(), Compression::Snappy);
+        assert!(Compression::parse("zstd:99").is_err());
+        assert!(Compression::parse("lz4").is_err());
+        assert_eq!(parse_duration_ms("30d").unwrap(), 30 * 86_400_000);
+        assert_eq!(parse_duration_ms("500ms").unwrap(), 500);
+        for bad in ["", "d", "10", "10y", "-1d", "99999999999999999999d"] {
+            assert!(parse_duration_ms(bad).is_err(), "{bad}");
+        }
+    }
+}
