@@ -10,6 +10,7 @@ pub mod cell;
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod fuzzing;
 pub mod hfile;
 pub mod io;
 pub mod key;
