@@ -26,7 +26,9 @@ pub fn wal_segment_header(data: &[u8]) {
 
 /// One HFile data block; the first byte picks the field width.
 pub fn hfile_block(data: &[u8]) {
-    let Some((w, rest)) = data.split_first() else { return };
+    let Some((w, rest)) = data.split_first() else {
+        return;
+    };
     let _ = block::decode(rest, crate::cell::cell_width(usize::from(*w)));
 }
 
@@ -37,7 +39,9 @@ pub fn hfile_trailer(data: &[u8]) {
 
 /// A whole HFile image; the first byte picks the field width.
 pub fn hfile_file(data: &[u8]) {
-    let Some((w, rest)) = data.split_first() else { return };
+    let Some((w, rest)) = data.split_first() else {
+        return;
+    };
     let _ = reader::fuzz_decode_file(rest, usize::from(*w));
 }
 

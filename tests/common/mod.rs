@@ -1,0 +1,60 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use telestore::schema::batch::push_row;
+use telestore::schema::{Field, FieldType, TableOptions, TableSchema};
+use telestore::{Options, Store};
+
+/// Seed from `SEED=` or the given default; printed so a failure can be rerun.
+pub fn seed(default: u64) -> u64 {
+    let s = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("seed = {s} (rerun with SEED={s})");
+    s
+}
+
+/// A small table: `v: u64`, `x: f32`, `ok: bool` (13 field bytes).
+pub fn small_schema(name: &str, options: TableOptions) -> TableSchema {
+    TableSchema::new(
+        name,
+        vec![
+            Field::new("v", FieldType::U64),
+            Field::new("x", FieldType::F32),
+            Field::new("ok", FieldType::Bool),
+        ],
+        options,
+    )
+    .unwrap()
+}
+
+/// Field bytes for `small_schema` from one value.
+pub fn small_fields(v: u64) -> Vec<u8> {
+    let mut f = v.to_le_bytes().to_vec();
+    f.extend_from_slice(&(v as f32).to_le_bytes());
+    f.push((v % 2) as u8);
+    f
+}
+
+/// Rows `(device, ts, v)` as an ingest batch for `small_schema`.
+pub fn small_rows(rows: &[(u64, i64, u64)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (d, ts, v) in rows {
+        push_row(&mut b, *d, *ts, &small_fields(*v));
+    }
+    b
+}
+
+/// Options with tiny thresholds so flushes and WAL rolls happen often.
+pub fn tiny_options() -> Options {
+    Options {
+        flush_threshold_bytes: 16 << 10,
+        wal_segment_bytes: 32 << 10,
+        ..Options::default()
+    }
+}
+
+pub fn open(dir: &std::path::Path, opts: Options) -> Store {
+    Store::open(dir, opts).expect("open store")
+}

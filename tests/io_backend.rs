@@ -1,0 +1,152 @@
+//! Guards the I/O layer: the backend named by TELESTORE_IO is the one
+//! really used (io_uring ops are counted), forcing `uring` never silently
+//! falls back, and a failed fsync poisons the write path until reopen.
+
+mod common;
+
+use common::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use telestore::io::fault::{Faults, FaultyBackend};
+use telestore::io::{self, IoChoice, IoKind};
+use telestore::schema::TableOptions;
+use telestore::{Durability, Error, Options};
+
+#[test]
+fn requested_backend_is_the_one_used() {
+    let choice = IoChoice::from_env().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let before = io::uring_ops_completed();
+    let store = open(dir.path(), Options::default());
+    store
+        .create_table(small_schema("t", TableOptions::default()))
+        .unwrap();
+    store
+        .write("t", &small_rows(&[(1, 1, 1)]), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    let used = io::uring_ops_completed() - before;
+    eprintln!(
+        "TELESTORE_IO={choice:?}: backend {:?}, {used} io_uring ops",
+        store.io_kind()
+    );
+    match choice {
+        IoChoice::Uring => {
+            assert_eq!(
+                store.io_kind(),
+                IoKind::Uring,
+                "io_uring requested but not used"
+            );
+            assert!(
+                used >= 4,
+                "io_uring requested but only {used} ops went through it"
+            );
+        }
+        IoChoice::Std => assert_eq!(store.io_kind(), IoKind::Std),
+        IoChoice::Auto => {
+            let expect = if io::probe_uring().is_ok() {
+                IoKind::Uring
+            } else {
+                IoKind::Std
+            };
+            assert_eq!(store.io_kind(), expect);
+        }
+    }
+}
+
+#[test]
+fn forcing_uring_is_an_error_or_uring_never_a_silent_fallback() {
+    match io::select(IoChoice::Uring) {
+        Ok(b) => assert_eq!(b.kind(), IoKind::Uring),
+        Err(Error::BackendUnavailable { backend, .. }) => assert_eq!(backend, "uring"),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+    assert!(IoChoice::parse("fast").is_err());
+}
+
+#[test]
+fn failed_fsync_poisons_the_write_path_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
+    let opts = Options {
+        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
+        ..Options::default()
+    };
+    let store = open(dir.path(), opts);
+    store
+        .create_table(small_schema("t", TableOptions::default()))
+        .unwrap();
+    store
+        .write("t", &small_rows(&[(1, 1, 1)]), Durability::Sync)
+        .unwrap();
+    faults
+        .fail_sync_from
+        .store(faults.syncs.load(Ordering::SeqCst), Ordering::SeqCst);
+    let e = store
+        .write("t", &small_rows(&[(1, 2, 2)]), Durability::Sync)
+        .unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    // Even after the disk "recovers", the store refuses writes: the page
+    // cache state after a failed fsync is unknown.
+    faults.fail_sync_from.store(u64::MAX, Ordering::SeqCst);
+    let e = store
+        .write("t", &small_rows(&[(1, 3, 3)]), Durability::Sync)
+        .unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    assert!(
+        store.get("t", 1, 1).unwrap().is_some(),
+        "reads keep working"
+    );
+    drop(store);
+    let store = open(dir.path(), Options::default());
+    assert!(
+        store.get("t", 1, 1).unwrap().is_some(),
+        "acknowledged row survives"
+    );
+    assert!(
+        store.get("t", 1, 3).unwrap().is_none(),
+        "refused row never appears"
+    );
+    store
+        .write("t", &small_rows(&[(1, 4, 4)]), Durability::Sync)
+        .unwrap();
+}
+
+#[test]
+fn failed_flush_write_poisons_instead_of_dropping_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
+    let opts = Options {
+        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
+        ..Options::default()
+    };
+    let store = open(dir.path(), opts);
+    store
+        .create_table(small_schema("t", TableOptions::default()))
+        .unwrap();
+    store
+        .write("t", &small_rows(&[(7, 1, 1), (7, 2, 2)]), Durability::Sync)
+        .unwrap();
+    faults
+        .fail_write_from
+        .store(faults.writes.load(Ordering::SeqCst), Ordering::SeqCst);
+    assert!(store.flush().is_err());
+    assert_eq!(
+        store
+            .scan("t", 7, 0, 10, telestore::Order::NewestFirst)
+            .unwrap()
+            .len(),
+        2
+    );
+    drop(store);
+    let store = open(dir.path(), Options::default());
+    assert_eq!(
+        store
+            .scan("t", 7, 0, 10, telestore::Order::NewestFirst)
+            .unwrap()
+            .len(),
+        2
+    );
+}
