@@ -50,8 +50,11 @@ pub fn manifest_log(data: &[u8]) {
     let _ = manifest::record::fuzz_decode_manifest(data);
 }
 
-/// Every entry point, by name (for the smoke tests and `fuzz/`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A named fuzz entry point (for the smoke tests and `fuzz/`).
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every entry point, by name.
+pub const TARGETS: &[Target] = &[
     ("key_decode", key_decode),
     ("wal_frames", wal_frames),
     ("wal_segment_header", wal_segment_header),

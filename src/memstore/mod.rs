@@ -161,7 +161,7 @@ impl Memstore {
             cell::push(out, k, *seq, *kind, fields);
             n += 1;
         }
-        debug_assert!(out.len() % (CELL_HEAD_LEN + self.fields_width) == 0);
+        debug_assert!(out.len().is_multiple_of(CELL_HEAD_LEN + self.fields_width));
         n
     }
 }

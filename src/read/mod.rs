@@ -92,8 +92,7 @@ pub fn merge_visible(
     let mut dead = false;
     let mut emitted = 0u32;
     let mut n = 0u64;
-    loop {
-        let Some(i) = min_source(&sources) else { break };
+    while let Some(i) = min_source(&sources) {
         let c = CellRef(sources[i].current().expect("min source has a cell"));
         if cur.as_ref() != Some(c.key()) {
             cur = Some(*c.key());
@@ -102,9 +101,11 @@ pub fn merge_visible(
         }
         if !dead {
             let (d, ts, seq) = (c.device(), c.ts(), c.seq());
-            if ts < vis.from || ts > vis.to || vis.ttl_cutoff.is_some_and(|cut| ts < cut) {
-                dead = true;
-            } else if vis.hidden_by_range(d, ts, seq) || c.kind() == CellKind::Delete {
+            let out_of_window =
+                ts < vis.from || ts > vis.to || vis.ttl_cutoff.is_some_and(|cut| ts < cut);
+            // A tombstone, a covering range tombstone or the window/TTL
+            // hides this version and every older one of the same key.
+            if out_of_window || c.kind() == CellKind::Delete || vis.hidden_by_range(d, ts, seq) {
                 dead = true;
             } else {
                 emitted += 1;

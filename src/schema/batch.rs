@@ -44,7 +44,7 @@ impl<'a> Batch<'a> {
         if bytes.is_empty() {
             return Err(Error::invalid("batch", "empty batch"));
         }
-        if bytes.len() % width != 0 {
+        if !bytes.len().is_multiple_of(width) {
             return Err(Error::invalid(
                 "batch",
                 format!(

@@ -146,7 +146,7 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
 fn check_shape(e: &Entry<'_>) -> std::result::Result<(), String> {
     let n = e.count as usize;
     let ok = match e.kind {
-        EntryKind::Put => n > 0 && e.payload.len() % n == 0 && e.payload.len() / n >= 16,
+        EntryKind::Put => n > 0 && e.payload.len().is_multiple_of(n) && e.payload.len() / n >= 16,
         EntryKind::DeletePoints => n > 0 && e.payload.len() == n * POINT_DELETE_LEN,
         EntryKind::DeleteRange => n == 1 && e.payload.len() == RANGE_DELETE_LEN,
     };
