@@ -1,10 +1,13 @@
 //! The commit thread: group commit. Writers send requests; while a write
 //! and fdatasync are in flight, new requests queue up and are coalesced
 //! into the next group: one WAL write and at most one fdatasync for the
-//! whole group. Sequence numbers are assigned here, in WAL order, and
-//! memstores are updated here, in sequence order, so a frozen memstore
-//! always holds every edit up to its highest sequence number.
+//! whole group. Sequence numbers are assigned here, in WAL order. Logged
+//! groups go, in order, to the apply thread (`apply.rs`), which updates
+//! the memstores and acknowledges — so the fsync of group N+1 overlaps the
+//! memstore inserts of group N, and memstores still see edits in sequence
+//! order.
 
+use super::apply::ApplyMsg;
 use super::options::Durability;
 use super::table::Table;
 use super::Shared;
@@ -63,16 +66,23 @@ pub enum Msg {
 pub struct Committer {
     pub shared: Arc<Shared>,
     pub rx: Receiver<Msg>,
+    apply_tx: Sender<ApplyMsg>,
     pub next_seq: u64,
     buf: Vec<u8>,
     unsynced_since: Option<Instant>,
 }
 
 impl Committer {
-    pub fn new(shared: Arc<Shared>, rx: Receiver<Msg>, next_seq: u64) -> Self {
+    pub fn new(
+        shared: Arc<Shared>,
+        rx: Receiver<Msg>,
+        apply_tx: Sender<ApplyMsg>,
+        next_seq: u64,
+    ) -> Self {
         Committer {
             shared,
             rx,
+            apply_tx,
             next_seq,
             buf: Vec::with_capacity(1 << 20),
             unsynced_since: None,
@@ -104,6 +114,7 @@ impl Committer {
         if self.unsynced_since.is_some() {
             let _ = self.sync_wal();
         }
+        let _ = self.apply_tx.send(ApplyMsg::Shutdown);
     }
 
     /// Gather a group starting with `first`; returns false on shutdown.
@@ -135,8 +146,7 @@ impl Committer {
         for c in controls {
             match c {
                 Msg::Freeze(t, reply) => {
-                    self.freeze(t);
-                    let _ = reply.send(());
+                    let _ = self.apply_tx.send(ApplyMsg::Freeze(t, reply));
                 }
                 Msg::Sync(reply) => {
                     let _ = reply.send(self.sync_wal());
@@ -169,10 +179,12 @@ impl Committer {
             Ok(s) => s,
             Err(e) => return reply_all(writes, &e),
         };
-        for (w, seq) in writes.into_iter().zip(first_seqs) {
-            apply(&w.table, seq, &w.op);
-            self.maybe_freeze(&w.table);
-            let _ = w.reply.send(Ok(seq));
+        let group = writes.into_iter().zip(first_seqs).collect();
+        if let Err(crossbeam_channel::SendError(ApplyMsg::Writes(g))) =
+            self.apply_tx.send(ApplyMsg::Writes(group))
+        {
+            let e = Error::Closed;
+            reply_all(g.into_iter().map(|(w, _)| w).collect(), &e);
         }
     }
 
@@ -209,35 +221,9 @@ impl Committer {
         }
         Ok(seqs)
     }
-
-    fn maybe_freeze(&mut self, t: &Arc<Table>) {
-        let bytes = t.active().bytes();
-        if bytes >= self.shared.opts.flush_threshold_bytes && t.freeze() {
-            self.shared.request_flush(t.id);
-            self.wait_for_flush_room(t);
-        }
-    }
-
-    /// Backpressure: while a table has too many frozen memstores, wait for
-    /// the flusher rather than growing memory without bound.
-    fn wait_for_flush_room(&self, t: &Arc<Table>) {
-        let max = self.shared.opts.frozen_memstores_max.max(1);
-        while t.frozen_count() > max && self.shared.check_poisoned().is_ok() {
-            self.shared.wait_flush_progress(Duration::from_millis(50));
-        }
-    }
-
-    fn freeze(&mut self, table: Option<u32>) {
-        let tables = self.shared.tables_snapshot();
-        for t in tables.iter().filter(|t| table.is_none_or(|id| id == t.id)) {
-            if t.freeze() {
-                self.shared.request_flush(t.id);
-            }
-        }
-    }
 }
 
-fn reply_all(writes: Vec<WriteReq>, e: &Error) {
+pub(super) fn reply_all(writes: Vec<WriteReq>, e: &Error) {
     for w in writes {
         let _ = w.reply.send(Err(clone_err(e)));
     }

@@ -9,6 +9,7 @@
 //! <dir>/tables/<id>/<f:016>.hfile HFiles (formats/hfile.md)
 //! ```
 
+mod apply;
 mod commit;
 mod flush;
 mod open;

@@ -1,6 +1,7 @@
 //! Open and recover: lock the directory, pick the I/O backend, clean up
 //! orphans, load the manifest and HFiles, replay the WAL, start threads.
 
+use super::apply::{Applier, APPLY_QUEUE_GROUPS};
 use super::commit::{apply, Committer, Op};
 use super::flush::{self, file_name};
 use super::table::Table;
@@ -13,7 +14,7 @@ use crate::key::DeviceId;
 use crate::manifest::{Manifest, TableEntry};
 use crate::wal::frame::{Entry, EntryKind};
 use crate::wal::{self, WalWriter};
-use crossbeam_channel::unbounded;
+use crossbeam_channel::{bounded, unbounded};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -92,10 +93,16 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         }
     }
     let (commit_tx, commit_rx) = unbounded();
-    let committer = Committer::new(shared.clone(), commit_rx, max_seq + 1);
+    let (apply_tx, apply_rx) = bounded(APPLY_QUEUE_GROUPS);
+    let committer = Committer::new(shared.clone(), commit_rx, apply_tx, max_seq + 1);
+    let applier = Applier {
+        shared: shared.clone(),
+        rx: apply_rx,
+    };
     let s2 = shared.clone();
     let threads = vec![
         spawn("telestore-commit", move || committer.run())?,
+        spawn("telestore-apply", move || applier.run())?,
         spawn("telestore-flush", move || flusher(s2, flush_rx))?,
     ];
     tracing::info!(

@@ -78,7 +78,11 @@ impl Bloom {
         }
         let probes = le_u32(b, 0);
         let bits = le_u64(b, 4);
-        if !(1..=32).contains(&probes) || bits == 0 || !bits.is_multiple_of(64) || bits > BLOOM_BITS_MAX {
+        if !(1..=32).contains(&probes)
+            || bits == 0
+            || !bits.is_multiple_of(64)
+            || bits > BLOOM_BITS_MAX
+        {
             return Err(Error::decode(
                 "bloom",
                 format!("{probes} probes, {bits} bits"),

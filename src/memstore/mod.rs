@@ -16,7 +16,26 @@ use std::sync::RwLock;
 /// Per-cell bookkeeping cost charged on top of the cell bytes.
 const CELL_OVERHEAD_BYTES: usize = 48;
 
-type MemKey = (RowKey, Reverse<u64>);
+/// The map key: the row key split into integers (comparisons are a few
+/// integer compares instead of a `memcmp` call), then sequence descending.
+type MemKey = (u128, u16, Reverse<u64>);
+
+fn mem_key(k: &RowKey, seq: u64) -> MemKey {
+    let mut hi = [0u8; 16];
+    hi.copy_from_slice(&k[..16]);
+    (
+        u128::from_be_bytes(hi),
+        u16::from_be_bytes([k[16], k[17]]),
+        Reverse(seq),
+    )
+}
+
+fn row_key(hi: u128, lo: u16) -> RowKey {
+    let mut k = [0u8; crate::key::KEY_LEN];
+    k[..16].copy_from_slice(&hi.to_be_bytes());
+    k[16..].copy_from_slice(&lo.to_be_bytes());
+    k
+}
 
 #[derive(Default)]
 struct Inner {
@@ -99,7 +118,7 @@ impl Memstore {
             let k = key::encode_with_prefix(last.1, DeviceId(head.device), head.ts);
             let off = inner.arena.len() as u32;
             inner.arena.extend_from_slice(fields);
-            inner.map.insert((k, Reverse(seq)), (CellKind::Put, off));
+            inner.map.insert(mem_key(&k, seq), (CellKind::Put, off));
             seq += 1;
         }
         drop(g);
@@ -110,10 +129,9 @@ impl Memstore {
     pub fn insert_deletes(&self, first_seq: u64, points: &[(DeviceId, i64)]) {
         let mut g = self.write();
         for (i, (d, ts)) in points.iter().enumerate() {
-            g.map.insert(
-                (key::encode(*d, *ts), Reverse(first_seq + i as u64)),
-                (CellKind::Delete, 0),
-            );
+            let k = key::encode(*d, *ts);
+            g.map
+                .insert(mem_key(&k, first_seq + i as u64), (CellKind::Delete, 0));
         }
         drop(g);
         self.account(points.len(), first_seq + points.len() as u64 - 1);
@@ -144,13 +162,22 @@ impl Memstore {
     ) -> usize {
         let g = self.read();
         let start = match after {
-            Some((k, s)) => Bound::Excluded((k, Reverse(s))),
-            None => Bound::Included((*lo, Reverse(u64::MAX))),
+            Some((k, s)) => Bound::Excluded(mem_key(&k, s)),
+            None => Bound::Included(mem_key(lo, u64::MAX)),
         };
-        let end = Bound::Included((*hi, Reverse(0)));
+        let end = Bound::Included(mem_key(hi, 0));
+        let empty = match &start {
+            Bound::Excluded(s) => *s >= mem_key(hi, 0),
+            Bound::Included(s) => *s > mem_key(hi, 0),
+            Bound::Unbounded => false,
+        };
+        if empty {
+            return 0;
+        }
         let zero = vec![0u8; self.fields_width];
         let mut n = 0;
-        for ((k, Reverse(seq)), (kind, off)) in g.map.range((start, end)).take(max) {
+        for ((hi, lo, Reverse(seq)), (kind, off)) in g.map.range((start, end)).take(max) {
+            let k = &row_key(*hi, *lo);
             let fields = match kind {
                 CellKind::Put => {
                     let o = *off as usize;

@@ -1,0 +1,76 @@
+//! The apply thread: takes logged groups from the commit thread, in
+//! sequence order, inserts them into the memstores, freezes full
+//! memstores (between groups, so a frozen memstore holds every edit up to
+//! its highest sequence number) and acknowledges the writers.
+
+use super::commit::{apply, WriteReq};
+use super::table::Table;
+use super::Shared;
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Groups queued between the commit and apply threads; when the apply
+/// thread stalls (flush backlog) the commit thread, then writers, wait.
+pub const APPLY_QUEUE_GROUPS: usize = 4;
+
+/// Messages to the apply thread.
+pub enum ApplyMsg {
+    /// Logged writes with their first sequence numbers.
+    Writes(Vec<(WriteReq, u64)>),
+    /// Freeze the table's (all tables' when `None`) active memstore.
+    Freeze(Option<u32>, Sender<()>),
+    Shutdown,
+}
+
+pub struct Applier {
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<ApplyMsg>,
+}
+
+impl Applier {
+    pub fn run(self) {
+        while let Ok(m) = self.rx.recv() {
+            match m {
+                ApplyMsg::Writes(group) => {
+                    for (w, seq) in group {
+                        apply(&w.table, seq, &w.op);
+                        self.maybe_freeze(&w.table);
+                        let _ = w.reply.send(Ok(seq));
+                    }
+                }
+                ApplyMsg::Freeze(t, reply) => {
+                    self.freeze(t);
+                    let _ = reply.send(());
+                }
+                ApplyMsg::Shutdown => break,
+            }
+        }
+    }
+
+    fn maybe_freeze(&self, t: &Arc<Table>) {
+        let bytes = t.active().bytes();
+        if bytes >= self.shared.opts.flush_threshold_bytes && t.freeze() {
+            self.shared.request_flush(t.id);
+            self.wait_for_flush_room(t);
+        }
+    }
+
+    /// Backpressure: while a table has too many frozen memstores, wait for
+    /// the flusher rather than growing memory without bound.
+    fn wait_for_flush_room(&self, t: &Arc<Table>) {
+        let max = self.shared.opts.frozen_memstores_max.max(1);
+        while t.frozen_count() > max && self.shared.check_poisoned().is_ok() {
+            self.shared.wait_flush_progress(Duration::from_millis(50));
+        }
+    }
+
+    fn freeze(&self, table: Option<u32>) {
+        let tables = self.shared.tables_snapshot();
+        for t in tables.iter().filter(|t| table.is_none_or(|id| id == t.id)) {
+            if t.freeze() {
+                self.shared.request_flush(t.id);
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, benches compile, and every test
+# (unit, integration, and each criterion bench run once) twice — once on the io_uring backend and once on the std backend.
+# Usage: tools/test-all.sh   (from anywhere; only Rust is needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+step "cargo bench --no-run (benches compile)"
+cargo bench --no-run
+
+# io_uring must really be used when requested: tests/io_backend.rs asserts
+# that the store reports the uring backend and that io_uring ops were
+# completed; TELESTORE_IO=uring on a machine without io_uring fails the run.
+step "cargo test (TELESTORE_IO=uring)"
+TELESTORE_IO=uring cargo test --all-targets
+
+step "cargo test (TELESTORE_IO=std)"
+TELESTORE_IO=std cargo test --all-targets
+
+step "all tests passed on both I/O backends"
