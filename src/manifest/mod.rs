@@ -107,12 +107,23 @@ pub struct Manifest {
     file: Box<dyn IoFile>,
     offset: u64,
     state: State,
+    rewrite_bytes: u64,
 }
 
 impl Manifest {
     /// Open (or create) the manifest in `dir`, replaying its log.
     pub fn open(dir: &Path, backend: BackendRef) -> Result<Self> {
+        Self::open_with(dir, backend, REWRITE_BYTES)
+    }
+
+    /// [`Manifest::open`] with a custom rewrite threshold (tests).
+    pub fn open_with(dir: &Path, backend: BackendRef, rewrite_bytes: u64) -> Result<Self> {
         let path = dir.join(MANIFEST_NAME);
+        let tmp = dir.join(format!("{MANIFEST_NAME}.tmp"));
+        if tmp.exists() {
+            tracing::warn!("removing orphaned {}", tmp.display());
+            backend.remove_file(&tmp)?;
+        }
         if !path.exists() {
             let state = State::default();
             write_snapshot(dir, &*backend, &state)?;
@@ -158,6 +169,7 @@ impl Manifest {
             file,
             offset: pos as u64,
             state,
+            rewrite_bytes,
         })
     }
 
@@ -182,7 +194,7 @@ impl Manifest {
         self.file.sync_data()?;
         self.offset += n;
         self.state = probe;
-        if self.offset > REWRITE_BYTES {
+        if self.offset > self.rewrite_bytes {
             self.rewrite()?;
         }
         Ok(())
@@ -226,4 +238,99 @@ fn write_snapshot(dir: &Path, backend: &dyn crate::io::Backend, state: &State) -
     backend.rename(&tmp, &dir.join(MANIFEST_NAME))?;
     backend.sync_dir(dir)?;
     Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::StdBackend;
+    use crate::schema::{Field, FieldType, TableOptions};
+    use std::sync::Arc;
+
+    fn schema() -> TableSchema {
+        TableSchema::new(
+            "t",
+            vec![Field::new("v", FieldType::U64)],
+            TableOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn flush(table_id: u32, file_id: u64, seq: u64) -> Record {
+        Record::Files {
+            table_id,
+            added: vec![FileMeta {
+                file_id,
+                len_bytes: 100,
+                cells: 1,
+                min_seq: seq,
+                max_seq: seq,
+                min_ts: 0,
+                max_ts: 0,
+            }],
+            removed: if file_id > 1 {
+                vec![file_id - 1]
+            } else {
+                vec![]
+            },
+            flushed_seq: Some(seq),
+        }
+    }
+
+    #[test]
+    fn grows_then_rewrites_atomically_and_reopens_equal() {
+        let dir = tempfile::tempdir().unwrap();
+        let b: BackendRef = Arc::new(StdBackend);
+        let mut m = Manifest::open_with(dir.path(), b.clone(), 2048).unwrap();
+        m.append(&[Record::CreateTable {
+            table_id: 1,
+            schema: schema(),
+        }])
+        .unwrap();
+        for i in 1..200u64 {
+            m.append(&[flush(1, i, i * 10)]).unwrap();
+        }
+        let len = std::fs::metadata(dir.path().join(MANIFEST_NAME))
+            .unwrap()
+            .len();
+        assert!(len < 4096, "log was never rewritten ({len} bytes)");
+        let want = m.state().clone();
+        assert_eq!(want.tables[&1].files.len(), 1);
+        assert_eq!(want.tables[&1].flushed_seq, 1990);
+        drop(m);
+        let m = Manifest::open(dir.path(), b).unwrap();
+        assert_eq!(m.state(), &want);
+    }
+
+    #[test]
+    fn torn_last_record_is_dropped_and_earlier_corruption_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let b: BackendRef = Arc::new(StdBackend);
+        let mut m = Manifest::open(dir.path(), b.clone()).unwrap();
+        m.append(&[Record::CreateTable {
+            table_id: 1,
+            schema: schema(),
+        }])
+        .unwrap();
+        m.append(&[flush(1, 1, 5)]).unwrap();
+        m.append(&[flush(1, 2, 9)]).unwrap();
+        drop(m);
+        let path = dir.path().join(MANIFEST_NAME);
+        let full = std::fs::read(&path).unwrap();
+        let mut rec = Vec::new();
+        flush(1, 2, 9).encode(&mut rec);
+        let last = full.len() - rec.len();
+        for cut in last..full.len() {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            let m = Manifest::open(dir.path(), b.clone()).unwrap();
+            assert_eq!(m.state().tables[&1].flushed_seq, 5, "cut at {cut}");
+        }
+        let mut bad = full.clone();
+        bad[MANIFEST_HEADER_LEN + 9] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(matches!(
+            Manifest::open(dir.path(), b),
+            Err(Error::Corrupt { .. })
+        ));
+    }
 }
