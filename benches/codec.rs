@@ -1,1 +1,156 @@
-fn main() {}
+//! CPU-only benchmarks of the codecs on the write and read paths: row keys,
+//! memstore inserts and HFile data blocks per compression codec.
+//!
+//! `cargo bench --bench codec` measures; `cargo test --benches` runs each
+//! benchmark once (and the checks in the setup), so the benches cannot rot.
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+use telestore::cell::{self, CellKind};
+use telestore::hfile::block;
+use telestore::key::{self, DeviceId, KEY_LEN};
+use telestore::memstore::Memstore;
+use telestore::schema::Batch;
+use telestore::testkit::{self, FLEET_T0_MS};
+use telestore::Compression;
+
+/// Keys per key-codec iteration.
+const KEYS: u64 = 1_000;
+/// Rows per ingest batch (one WAL frame, one memstore insert).
+const BATCH_ROWS: u64 = 1_000;
+/// Spacing of a fleet's readings.
+const INTERVAL_MS: i64 = 10_000;
+/// Devices × rounds in one data block: 800 readings cells of 83 bytes,
+/// about the default 64 KiB block.
+const BLOCK_DEVICES: u64 = 8;
+const BLOCK_ROUNDS: u64 = 100;
+
+fn readings_fields_width() -> usize {
+    testkit::readings_schema("readings").fields_width()
+}
+
+/// One ingest batch: round `round` of `rows` devices.
+fn fleet_batch(rows: u64, round: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for d in 0..rows {
+        testkit::push_fleet_row(&mut out, d, round, INTERVAL_MS);
+    }
+    out
+}
+
+fn bench_key(c: &mut Criterion) {
+    let mut g = c.benchmark_group("key");
+    g.throughput(Throughput::Elements(KEYS));
+    let pairs: Vec<(DeviceId, i64)> = (0..KEYS)
+        .map(|i| {
+            let d = DeviceId(testkit::mix(i));
+            (d, FLEET_T0_MS + i as i64 * INTERVAL_MS)
+        })
+        .collect();
+    g.bench_function("encode", |b| {
+        b.iter(|| {
+            for (d, ts) in &pairs {
+                black_box(key::encode(black_box(*d), black_box(*ts)));
+            }
+        })
+    });
+    let encoded: Vec<u8> = pairs
+        .iter()
+        .flat_map(|(d, ts)| key::encode(*d, *ts))
+        .collect();
+    for (k, (d, ts)) in encoded.chunks_exact(KEY_LEN).zip(&pairs) {
+        let back = key::decode(k).expect("valid key");
+        assert_eq!((back.device, back.ts), (*d, *ts));
+    }
+    g.bench_function("decode", |b| {
+        b.iter(|| {
+            for k in black_box(&encoded).chunks_exact(KEY_LEN) {
+                black_box(key::decode(k).expect("valid key"));
+            }
+        })
+    });
+    g.finish();
+}
+
+fn bench_memstore(c: &mut Criterion) {
+    let fields_width = readings_fields_width();
+    let row_width = testkit::readings_schema("readings").row_width();
+    let rows = fleet_batch(BATCH_ROWS, 0);
+    let batch = Batch::new(&rows, row_width).expect("valid batch");
+    assert_eq!(batch.len() as u64, BATCH_ROWS);
+    let mut g = c.benchmark_group("memstore");
+    g.throughput(Throughput::Elements(BATCH_ROWS));
+    // A fresh memstore per insert; building and dropping it is not timed.
+    g.bench_function("insert_puts_1000", |b| {
+        b.iter_batched(
+            || Memstore::new(fields_width),
+            |m| {
+                m.insert_puts(1, &batch);
+                m
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+/// Sorted readings cells for one block, and their count.
+fn block_cells() -> (Vec<u8>, u32) {
+    let width = cell::cell_width(readings_fields_width());
+    let mut rows = Vec::new();
+    for r in 0..BLOCK_ROUNDS {
+        rows.extend(fleet_batch(BLOCK_DEVICES, r));
+    }
+    let row_width = testkit::readings_schema("readings").row_width();
+    let mut cells: Vec<Vec<u8>> = Batch::new(&rows, row_width)
+        .expect("valid batch")
+        .rows()
+        .enumerate()
+        .map(|(i, (head, fields))| {
+            let mut c = Vec::with_capacity(width);
+            let k = key::encode(DeviceId(head.device), head.ts);
+            cell::push(&mut c, &k, i as u64 + 1, CellKind::Put, fields);
+            c
+        })
+        .collect();
+    cells.sort_by(|a, b| cell::cmp(a, b));
+    (cells.concat(), cells.len() as u32)
+}
+
+fn bench_block(c: &mut Criterion) {
+    let width = cell::cell_width(readings_fields_width());
+    let (raw, cells) = block_cells();
+    let codecs = [
+        ("none", Compression::None),
+        ("snappy", Compression::Snappy),
+        ("zstd1", Compression::Zstd(1)),
+        ("zstd3", Compression::Zstd(3)),
+    ];
+    let mut g = c.benchmark_group("block");
+    g.throughput(Throughput::Elements(u64::from(cells)));
+    for (name, codec) in codecs {
+        let mut encoded = Vec::new();
+        block::encode(&raw, cells, codec, &mut encoded).expect("encode block");
+        let back = block::decode(&encoded, width).expect("valid block");
+        assert_eq!(back, raw);
+        println!(
+            "block {name}: {cells} cells, {} raw bytes -> {} bytes",
+            raw.len(),
+            encoded.len()
+        );
+        let mut out = Vec::with_capacity(encoded.len() * 2);
+        g.bench_function(BenchmarkId::new("encode", name), |b| {
+            b.iter(|| {
+                out.clear();
+                block::encode(black_box(&raw), cells, codec, &mut out).expect("encode block");
+            })
+        });
+        g.bench_function(BenchmarkId::new("decode", name), |b| {
+            b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_key, bench_memstore, bench_block);
+criterion_main!(benches);

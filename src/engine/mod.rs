@@ -358,10 +358,17 @@ impl Store {
         self.shared.check_poisoned()
     }
 
+    /// Stop in dependency order: the commit thread (which syncs the WAL and
+    /// stops the apply thread after the queued groups), then the flusher —
+    /// last, because the apply thread may be waiting for a flush.
     fn shutdown(&mut self) {
         let _ = self.commit_tx.send(Msg::Shutdown);
-        let _ = self.shared.flush_tx.send(None);
+        let flusher = self.threads.pop();
         for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = self.shared.flush_tx.send(None);
+        if let Some(t) = flusher {
             let _ = t.join();
         }
     }

@@ -100,6 +100,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         rx: apply_rx,
     };
     let s2 = shared.clone();
+    // Order matters to `Store::shutdown`: the flusher must stay last.
     let threads = vec![
         spawn("telestore-commit", move || committer.run())?,
         spawn("telestore-apply", move || applier.run())?,
