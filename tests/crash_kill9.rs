@@ -24,7 +24,7 @@ const KILLS: u64 = 24;
 /// Acknowledged batch numbers per (run, thread).
 type Acks = Arc<Mutex<HashMap<(u64, u64), Vec<u64>>>>;
 
-fn run_child(dir: &std::path::Path, run: u64, kill_after: Duration, acks: &Acks) {
+fn run_child(dir: &std::path::Path, run: u64, kill_after: Duration, acks: &Acks, durability: &str) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_telestore"))
         .args(["debug", "crash-writer", "--dir"])
         .arg(dir)
@@ -34,6 +34,7 @@ fn run_child(dir: &std::path::Path, run: u64, kill_after: Duration, acks: &Acks)
             "--threads",
             &THREADS.to_string(),
         ])
+        .args(["--durability", durability])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -126,7 +127,7 @@ fn sigkill_during_sync_ingest_loses_no_acknowledged_row() {
     let start = Instant::now();
     for run in 0..KILLS {
         let kill_after = Duration::from_millis(rng.gen_range(0..400));
-        run_child(dir.path(), run, kill_after, &acks);
+        run_child(dir.path(), run, kill_after, &acks, "sync");
         let n = verify(dir.path(), &acks);
         eprintln!("run {run}: killed after {kill_after:?}, {n} acknowledged batches verified");
     }
@@ -142,4 +143,21 @@ fn sigkill_during_sync_ingest_loses_no_acknowledged_row() {
         "{KILLS} kills, {total} acknowledged batches, {:?}, {st:?}",
         start.elapsed()
     );
+}
+
+/// `async` acknowledges before the fsync but after the WAL write reached the
+/// OS, so killing the process (not the machine) must not lose it either.
+#[test]
+fn sigkill_during_async_ingest_loses_no_acknowledged_row() {
+    let mut rng = SmallRng::seed_from_u64(common::seed(0xa5c0_0002));
+    let dir = tempfile::tempdir().unwrap();
+    let acks: Acks = Arc::default();
+    for run in 0..6 {
+        let kill_after = Duration::from_millis(rng.gen_range(0..300));
+        run_child(dir.path(), run, kill_after, &acks, "async");
+        let n = verify(dir.path(), &acks);
+        eprintln!(
+            "async run {run}: killed after {kill_after:?}, {n} acknowledged batches verified"
+        );
+    }
 }

@@ -256,3 +256,48 @@ fn corrupt_hfile_block_is_a_typed_checksum_error() {
         Ok(_) => panic!("opened a store with a corrupt HFile trailer"),
     }
 }
+
+#[test]
+fn writers_wait_for_flushes_instead_of_growing_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        flush_threshold_bytes: 8 << 10,
+        frozen_memstores_max: 1,
+        ..Options::default()
+    };
+    let store = Arc::new(open(dir.path(), opts));
+    store
+        .create_table(small_schema("t", TableOptions::default()))
+        .unwrap();
+    let hs: Vec<_> = (0..4u64)
+        .map(|w| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for b in 0..100u64 {
+                    let rows: Vec<(u64, i64, u64)> =
+                        (0..20).map(|i| (w, (b * 20 + i) as i64, b)).collect();
+                    store
+                        .write("t", &small_rows(&rows), Durability::Async)
+                        .unwrap();
+                    assert!(
+                        store.stats().memstore_bytes < 64 << 10,
+                        "memstores grew unbounded"
+                    );
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    for w in 0..4 {
+        assert_eq!(
+            store
+                .scan("t", w, i64::MIN, i64::MAX, Order::NewestFirst)
+                .unwrap()
+                .len(),
+            2000
+        );
+    }
+    assert!(store.stats().hfiles > 10);
+}

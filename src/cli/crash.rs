@@ -1,5 +1,5 @@
 //! Hidden test helpers. `crash-writer` ingests deterministic batches with
-//! `sync` durability from several threads and prints `ACK <thread> <batch>`
+//! `sync` (or `async`) durability from several threads and prints `ACK <thread> <batch>`
 //! after each acknowledgement, so a parent can `SIGKILL` it at any moment
 //! and check that every acknowledged row survived.
 
@@ -29,6 +29,9 @@ pub enum DebugCmd {
         threads: u64,
         #[arg(long, default_value_t = u64::MAX)]
         batches: u64,
+        /// sync or async (both must survive SIGKILL of the process).
+        #[arg(long, default_value = "sync")]
+        durability: String,
     },
 }
 
@@ -55,7 +58,9 @@ pub fn run(cmd: DebugCmd) -> Result<()> {
         base,
         threads,
         batches,
+        durability,
     } = cmd;
+    let durability = Durability::parse(&durability)?;
     let opts = Options {
         flush_threshold_bytes: 96 << 10,
         wal_segment_bytes: 128 << 10,
@@ -72,7 +77,7 @@ pub fn run(cmd: DebugCmd) -> Result<()> {
             for n in 0..batches {
                 let b = base + t * 100_000 + n;
                 let rows = telestore::testkit::crash_batch(b, CRASH_ROWS, CRASH_DEVICES);
-                store.write("crash", &rows, Durability::Sync)?;
+                store.write("crash", &rows, durability)?;
                 let mut out = std::io::stdout().lock();
                 writeln!(out, "ACK {t} {b}")?;
                 out.flush()?;
