@@ -102,14 +102,38 @@ impl Error {
         }
     }
 
-    /// Turn a position-less [`Error::Decode`] into [`Error::Corrupt`] naming
-    /// the file and offset it came from; other variants pass through.
-    pub fn at(self, file: impl Into<PathBuf>, offset: u64) -> Self {
+    /// A checksum failure found by a pure decoder, which knows neither the
+    /// file nor where its slice sits in it: [`Error::at`] fills both in.
+    pub fn checksum(relative_offset: u64, expected: u32, actual: u32) -> Self {
+        Error::ChecksumMismatch {
+            file: PathBuf::new(),
+            offset: relative_offset,
+            expected,
+            actual,
+        }
+    }
+
+    /// Place a decoder's error in a file: [`Error::Decode`] becomes
+    /// [`Error::Corrupt`] at `base`; a [`Error::ChecksumMismatch`] without a
+    /// file gets `file` and its offset moved by `base`. Other variants pass
+    /// through.
+    pub fn at(self, file: impl Into<PathBuf>, base: u64) -> Self {
         match self {
             Error::Decode { what, message } => Error::Corrupt {
                 what: format!("{what} ({message})"),
                 file: file.into(),
+                offset: base,
+            },
+            Error::ChecksumMismatch {
+                file: f,
                 offset,
+                expected,
+                actual,
+            } if f.as_os_str().is_empty() => Error::ChecksumMismatch {
+                file: file.into(),
+                offset: base + offset,
+                expected,
+                actual,
             },
             other => other,
         }

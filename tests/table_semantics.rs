@@ -251,7 +251,12 @@ fn corrupt_hfile_block_is_a_typed_checksum_error() {
     bytes[n - 10] ^= 0x01; // the trailer
     std::fs::write(&file, &bytes).unwrap();
     match telestore::Store::open(dir.path(), Options::default()) {
-        Err(Error::Corrupt { file: f, .. }) => assert_eq!(f, file),
+        Err(Error::ChecksumMismatch {
+            file: f, offset, ..
+        }) => {
+            assert_eq!(f, file);
+            assert_eq!(offset, (n - telestore::hfile::sections::TRAILER_LEN) as u64);
+        }
         Err(e) => panic!("wrong error {e}"),
         Ok(_) => panic!("opened a store with a corrupt HFile trailer"),
     }

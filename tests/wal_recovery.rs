@@ -168,3 +168,38 @@ fn unflushed_segments_survive_reopen_and_flushed_ones_retire() {
     drop(store);
     assert_eq!(batches_present(dir.path(), tiny_options()).len(), 400);
 }
+
+#[test]
+fn corrupted_length_of_an_acknowledged_entry_is_not_mistaken_for_a_torn_tail() {
+    let (dir, seg) = build();
+    let data = std::fs::read(&seg).unwrap();
+    let offs = entry_offsets(&data);
+    let mut bad = data.clone();
+    bad[offs[0] + 2] ^= 0x10; // the length of the first entry now points past the end
+    std::fs::write(&seg, &bad).unwrap();
+    match telestore::Store::open(dir.path(), Options::default()) {
+        Err(Error::ChecksumMismatch { file, offset, .. }) => {
+            assert_eq!((file, offset), (seg.clone(), offs[0] as u64));
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("acknowledged entries silently dropped"),
+    }
+}
+
+#[test]
+fn segment_cut_short_at_creation_is_removed() {
+    let (dir, _seg) = build();
+    let wal = dir.path().join("wal");
+    // A crash right after creating the next segment, before its header.
+    let short = wal.join(telestore::wal::segment::file_name(9));
+    std::fs::write(&short, [b'T', b'S']).unwrap();
+    assert_eq!(
+        batches_present(dir.path(), Options::default()),
+        (0..BATCHES).collect::<Vec<_>>()
+    );
+    assert!(!short.exists());
+    assert_eq!(
+        batches_present(dir.path(), Options::default()),
+        (0..BATCHES).collect::<Vec<_>>()
+    );
+}

@@ -115,10 +115,11 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     }
     w.finish(&mem.range_tombstones())?;
     publish(&*shared.backend, &tmp, &dest)?;
-    let r = HFileReader::open(
+    let r = HFileReader::open_checked(
         &dest,
         file_id,
         t.schema.fields_width(),
+        Some(t.schema.layout_id()),
         shared.cache.clone(),
     )?;
     Ok(Arc::new(r))

@@ -187,7 +187,8 @@ fn load_files(
         .keys()
         .map(|f| {
             let p = table_dir_of(dir, id).join(file_name(*f));
-            HFileReader::open(&p, *f, fw, cache.clone()).map(Arc::new)
+            let layout = Some(entry.schema.layout_id());
+            HFileReader::open_checked(&p, *f, fw, layout, cache.clone()).map(Arc::new)
         })
         .collect()
 }

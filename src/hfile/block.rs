@@ -123,10 +123,13 @@ pub enum BlockError {
 /// `cell_width` bytes. Never panics on any input.
 pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, BlockError> {
     let h = decode_header(b).map_err(BlockError::Other)?;
-    let body_end = BLOCK_HEADER_LEN
-        .checked_add(h.body_len as usize)
-        .filter(|e| *e <= b.len())
-        .ok_or_else(|| BlockError::Other(Error::decode("block", "body longer than the block")))?;
+    let body_end = BLOCK_HEADER_LEN + h.body_len as usize;
+    if body_end != b.len() {
+        return Err(BlockError::Other(Error::decode(
+            "block",
+            format!("body of {} bytes in a {} byte block", h.body_len, b.len()),
+        )));
+    }
     let body = &b[BLOCK_HEADER_LEN..body_end];
     let actual = crc32c::crc32c_append(crc(&b[..20]), body);
     if actual != h.crc {

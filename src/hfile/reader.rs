@@ -56,13 +56,7 @@ fn section<'a>(data: &'a [u8], s: &SectionRef, what: &'static str, base: u64) ->
         .ok_or_else(|| Error::decode(what, "outside the file"))?;
     let actual = crc(b);
     if actual != s.crc {
-        return Err(Error::decode(
-            what,
-            format!(
-                "checksum mismatch: expected {:#010x}, found {actual:#010x}",
-                s.crc
-            ),
-        ));
+        return Err(Error::checksum(start as u64, s.crc, actual));
     }
     Ok(b)
 }
@@ -99,11 +93,25 @@ pub fn parse_sections(meta: &[u8], base: u64, t: &Trailer) -> Result<Parsed> {
 }
 
 impl HFileReader {
-    /// Open and verify the metadata of `path`. `fields_width` is the table's.
+    /// Open and verify the metadata of `path`, which must hold cells of
+    /// `fields_width` field bytes.
     pub fn open(
         path: &Path,
         file_id: u64,
         fields_width: usize,
+        cache: Arc<BlockCache>,
+    ) -> Result<Self> {
+        Self::open_checked(path, file_id, fields_width, None, cache)
+    }
+
+    /// [`HFileReader::open`], also requiring the file to carry the table's
+    /// layout id (so a file is never read with another field layout of the
+    /// same width).
+    pub fn open_checked(
+        path: &Path,
+        file_id: u64,
+        fields_width: usize,
+        layout_id: Option<u32>,
         cache: Arc<BlockCache>,
     ) -> Result<Self> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
@@ -127,6 +135,17 @@ impl HFileReader {
                 format!(
                     "hfile fields width {} (table has {fields_width})",
                     p.info.fields_width
+                ),
+                path,
+                t.info.offset,
+            ));
+        }
+        if layout_id.is_some_and(|l| l != p.info.layout_id) {
+            return Err(Error::corrupt(
+                format!(
+                    "hfile layout id {:#010x} does not match the table's {:#010x}",
+                    p.info.layout_id,
+                    layout_id.unwrap_or_default()
                 ),
                 path,
                 t.info.offset,
@@ -196,6 +215,13 @@ impl HFileReader {
         let e = self.index[i];
         self.cache.get_or_load(self.file_id, i as u32, || {
             let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+            if b.len() >= 24 && crate::util::bin::le_u32(&b, 20) != e.crc {
+                return Err(Error::corrupt(
+                    "block checksum field differs from the index entry",
+                    &self.path,
+                    e.offset,
+                ));
+            }
             match block::decode(&b, self.cell_width) {
                 Ok(raw) if raw.len() == e.cells as usize * self.cell_width => Ok(raw),
                 Ok(_) => Err(Error::corrupt(

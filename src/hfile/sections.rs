@@ -60,10 +60,7 @@ impl Trailer {
         let expected = le_u32(b, TRAILER_LEN - 4);
         let actual = crc(&b[..TRAILER_LEN - 4]);
         if expected != actual {
-            return Err(Error::decode(
-                "hfile trailer",
-                format!("checksum mismatch: expected {expected:#010x}, found {actual:#010x}"),
-            ));
+            return Err(Error::checksum(0, expected, actual));
         }
         let version = le_u32(b, 4);
         if version != HFILE_VERSION {

@@ -185,11 +185,13 @@ impl HFileWriter {
         if self.info.cells == 0 {
             self.info.min_ts = 0;
             self.info.max_ts = 0;
-            self.info.min_seq = 0;
         }
         for t in tombstones {
             self.info.min_seq = self.info.min_seq.min(t.seq);
             self.info.max_seq = self.info.max_seq.max(t.seq);
+        }
+        if self.info.min_seq == u64::MAX {
+            self.info.min_seq = 0; // no cells and no tombstones
         }
         self.info.range_tombstones = tombstones.len() as u32;
         let index = self.section(&encode_index(&self.index));

@@ -70,6 +70,9 @@ impl State {
                     t.flushed_seq = t.flushed_seq.max(*s);
                 }
             }
+            Record::FileIdFloor { max_file_id } => {
+                self.max_file_id = self.max_file_id.max(*max_file_id);
+            }
         }
         Ok(())
     }
@@ -83,7 +86,9 @@ impl State {
     }
 
     fn snapshot_records(&self) -> Vec<Record> {
-        let mut out = Vec::new();
+        let mut out = vec![Record::FileIdFloor {
+            max_file_id: self.max_file_id,
+        }];
         for (id, t) in &self.tables {
             out.push(Record::CreateTable {
                 table_id: *id,
@@ -140,14 +145,24 @@ impl Manifest {
                     })?;
                     pos += used;
                 }
-                Framed::Incomplete => break,
-                Framed::Invalid(m) if is_tail(&data, pos) => {
-                    tracing::warn!("manifest: torn last record at {pos} ({m}) dropped");
+                bad if is_torn_append(&bad, &data[pos..]) => {
+                    tracing::warn!("manifest: torn last record at {pos} ({bad:?}) dropped");
                     break;
                 }
-                Framed::Invalid(m) => {
+                Framed::BadHeader { expected, actual }
+                | Framed::BadPayload {
+                    expected, actual, ..
+                } => {
+                    return Err(Error::ChecksumMismatch {
+                        file: path,
+                        offset: pos as u64,
+                        expected,
+                        actual,
+                    })
+                }
+                other => {
                     return Err(Error::corrupt(
-                        format!("manifest record ({m})"),
+                        format!("manifest record ({other:?})"),
                         &path,
                         pos as u64,
                     ))
@@ -211,13 +226,20 @@ impl Manifest {
     }
 }
 
-fn is_tail(data: &[u8], pos: usize) -> bool {
-    let rest = &data[pos..];
-    if rest.len() < 4 || rest.iter().all(|b| *b == 0) {
-        return true;
+/// A crash during an append leaves a prefix of the record, or (on file
+/// systems that extend the size before the data lands) zeros. Anything
+/// else — a complete record whose checksum fails — is corruption, never
+/// silently dropped.
+fn is_torn_append(bad: &Framed, rest: &[u8]) -> bool {
+    let zeros = |b: &[u8]| b.iter().all(|x| *x == 0);
+    match bad {
+        Framed::Incomplete => true,
+        Framed::BadHeader { .. } => zeros(rest),
+        Framed::BadPayload { len, .. } => {
+            *len == rest.len() && zeros(&rest[record::RECORD_HEADER_LEN..])
+        }
+        _ => false,
     }
-    let len = crate::util::bin::le_u32(rest, 0) as usize;
-    record::RECORD_HEADER_LEN.saturating_add(len) >= rest.len()
 }
 
 /// Write `state` as a fresh manifest: temp → fsync → rename → fsync dir.
@@ -326,11 +348,30 @@ mod tests {
             assert_eq!(m.state().tables[&1].flushed_seq, 5, "cut at {cut}");
         }
         let mut bad = full.clone();
-        bad[MANIFEST_HEADER_LEN + 9] ^= 1;
+        bad[MANIFEST_HEADER_LEN + 15] ^= 1;
         std::fs::write(&path, &bad).unwrap();
         assert!(matches!(
-            Manifest::open(dir.path(), b),
-            Err(Error::Corrupt { .. })
+            Manifest::open(dir.path(), b.clone()),
+            Err(Error::ChecksumMismatch { offset, .. }) if offset == MANIFEST_HEADER_LEN as u64
         ));
+        // Rot in the last, complete record is corruption too, not a torn append.
+        let mut bad = full.clone();
+        let n = bad.len();
+        bad[n - 2] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(matches!(
+            Manifest::open(dir.path(), b.clone()),
+            Err(Error::ChecksumMismatch { .. })
+        ));
+        // A zero-filled tail (size extended, data never written) is torn.
+        let mut zeroed = full.clone();
+        for x in &mut zeroed[last..] {
+            *x = 0;
+        }
+        std::fs::write(&path, &zeroed).unwrap();
+        assert_eq!(
+            Manifest::open(dir.path(), b).unwrap().state().tables[&1].flushed_seq,
+            5
+        );
     }
 }

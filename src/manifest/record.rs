@@ -1,8 +1,10 @@
 //! Manifest records. Spec: `formats/manifest.md`.
 //!
 //! File: header `magic "TSMF" | version u32 | crc u32` (12 bytes), then
-//! records `len u32 | crc u32 | payload` where the CRC32C covers the payload
-//! and the payload starts with a tag byte.
+//! records `len u32 | payload_crc u32 | header_crc u32 | payload`: the
+//! payload CRC32C covers the payload, the header CRC32C covers bytes 0..8
+//! (so a length is trusted only when its checksum holds). The payload
+//! starts with a tag byte.
 
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
@@ -11,12 +13,13 @@ use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 pub const MANIFEST_MAGIC: [u8; 4] = *b"TSMF";
 pub const MANIFEST_VERSION: u32 = 1;
 pub const MANIFEST_HEADER_LEN: usize = 12;
-pub const RECORD_HEADER_LEN: usize = 8;
+pub const RECORD_HEADER_LEN: usize = 12;
 /// Largest record payload.
 pub const RECORD_LEN_MAX: usize = 16 << 20;
 
 const TAG_CREATE_TABLE: u8 = 1;
 const TAG_FILES: u8 = 2;
+const TAG_FILE_ID_FLOOR: u8 = 3;
 
 /// What the manifest remembers about one HFile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +46,9 @@ pub enum Record {
         removed: Vec<u64>,
         flushed_seq: Option<u64>,
     },
+    /// File ids up to this one were used: never hand them out again, even
+    /// after the files are gone (written into every snapshot).
+    FileIdFloor { max_file_id: u64 },
 }
 
 /// Header bytes of a manifest file.
@@ -104,6 +110,9 @@ impl Record {
                     w.u64(*r);
                 }
             }
+            Record::FileIdFloor { max_file_id } => {
+                w.u8(TAG_FILE_ID_FLOOR).u64(*max_file_id);
+            }
         }
         w.into_inner()
     }
@@ -112,8 +121,11 @@ impl Record {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let p = self.payload();
         assert!(p.len() <= RECORD_LEN_MAX);
+        let start = out.len();
         out.extend_from_slice(&(p.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc(&p).to_le_bytes());
+        let h = crc(&out[start..start + 8]);
+        out.extend_from_slice(&h.to_le_bytes());
         out.extend_from_slice(&p);
     }
 
@@ -154,6 +166,9 @@ impl Record {
                     flushed_seq: has.then_some(seq),
                 }
             }
+            TAG_FILE_ID_FLOOR => Record::FileIdFloor {
+                max_file_id: r.u64()?,
+            },
             t => return Err(Error::decode("manifest record", format!("unknown tag {t}"))),
         };
         r.finish()?;
@@ -165,7 +180,21 @@ impl Record {
 #[derive(Debug)]
 pub enum Framed {
     Record(Record, usize),
+    /// Fewer bytes than a header, or a valid header whose payload runs past
+    /// the end: a torn append.
     Incomplete,
+    /// Header checksum fails: its length cannot be trusted.
+    BadHeader {
+        expected: u32,
+        actual: u32,
+    },
+    /// Valid header, payload checksum fails; `len` is the whole record.
+    BadPayload {
+        expected: u32,
+        actual: u32,
+        len: usize,
+    },
+    /// Checksums hold but the payload is not a valid record.
     Invalid(String),
 }
 
@@ -173,6 +202,10 @@ pub enum Framed {
 pub fn decode_framed(b: &[u8]) -> Framed {
     if b.len() < RECORD_HEADER_LEN {
         return Framed::Incomplete;
+    }
+    let (expected, actual) = (le_u32(b, 8), crc(&b[..8]));
+    if expected != actual {
+        return Framed::BadHeader { expected, actual };
     }
     let len = le_u32(b, 0) as usize;
     if len > RECORD_LEN_MAX {
@@ -184,9 +217,11 @@ pub fn decode_framed(b: &[u8]) -> Framed {
     let p = &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len];
     let (expected, actual) = (le_u32(b, 4), crc(p));
     if expected != actual {
-        return Framed::Invalid(format!(
-            "checksum mismatch: expected {expected:#010x}, found {actual:#010x}"
-        ));
+        return Framed::BadPayload {
+            expected,
+            actual,
+            len: RECORD_HEADER_LEN + len,
+        };
     }
     match Record::decode_payload(p) {
         Ok(r) => Framed::Record(r, RECORD_HEADER_LEN + len),
@@ -206,7 +241,7 @@ pub fn fuzz_decode_manifest(data: &[u8]) -> Result<usize> {
                 n += 1;
             }
             Framed::Incomplete => break,
-            Framed::Invalid(m) => return Err(Error::decode("manifest record", m)),
+            other => return Err(Error::decode("manifest record", format!("{other:?}"))),
         }
     }
     Ok(n)

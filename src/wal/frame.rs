@@ -1,21 +1,26 @@
 //! WAL entry framing. Spec: `formats/wal.md`.
 //!
 //! ```text
-//! 0  len        u32  payload length in bytes
-//! 4  crc        u32  CRC32C of bytes 8..28 and the payload
-//! 8  kind       u8   1 = put rows, 2 = point deletes, 3 = range delete
-//! 9  reserved   [u8; 3] zero
-//! 12 table_id   u32
-//! 16 first_seq  u64  sequence number of the first row; rows take consecutive numbers
-//! 24 count      u32  number of rows / deletes in the payload
-//! 28 payload
+//! 0  len          u32  payload length in bytes
+//! 4  kind         u8   1 = put rows, 2 = point deletes, 3 = range delete
+//! 5  reserved     [u8; 3] zero
+//! 8  table_id     u32
+//! 12 count        u32  number of rows / deletes in the payload
+//! 16 first_seq    u64  sequence number of the first row; rows take consecutive numbers
+//! 24 payload_crc  u32  CRC32C of the payload
+//! 28 header_crc   u32  CRC32C of bytes 0..28
+//! 32 payload
 //! ```
+//!
+//! The header has its own checksum so that a corrupted length is never
+//! mistaken for a torn tail: a length is only trusted once its header
+//! checksum holds.
 
 use crate::error::{Error, Result};
 use crate::util::bin::{crc, le_u32, le_u64};
 
 /// Frame header length.
-pub const FRAME_HEADER_LEN: usize = 28;
+pub const FRAME_HEADER_LEN: usize = 32;
 /// Largest payload a frame may carry.
 pub const FRAME_PAYLOAD_MAX: usize = 64 << 20;
 /// Length of one point-delete record in a payload.
@@ -73,15 +78,15 @@ pub fn encode(e: &Entry<'_>, out: &mut Vec<u8>) {
     assert!(e.payload.len() <= FRAME_PAYLOAD_MAX, "payload over limit");
     let start = out.len();
     out.extend_from_slice(&(e.payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0u8; 4]);
     out.push(e.kind as u8);
     out.extend_from_slice(&[0u8; 3]);
     out.extend_from_slice(&e.table_id.to_le_bytes());
-    out.extend_from_slice(&e.first_seq.to_le_bytes());
     out.extend_from_slice(&e.count.to_le_bytes());
+    out.extend_from_slice(&e.first_seq.to_le_bytes());
+    out.extend_from_slice(&crc(e.payload).to_le_bytes());
+    let h = crc(&out[start..start + 28]);
+    out.extend_from_slice(&h.to_le_bytes());
     out.extend_from_slice(e.payload);
-    let c = crc32c::crc32c_append(crc(&out[start + 8..start + FRAME_HEADER_LEN]), e.payload);
-    out[start + 4..start + 8].copy_from_slice(&c.to_le_bytes());
     if cfg!(debug_assertions) {
         match decode(&out[start..]) {
             Decoded::Entry(d, n) => {
@@ -98,9 +103,15 @@ pub fn encode(e: &Entry<'_>, out: &mut Vec<u8>) {
 pub enum Decoded<'a> {
     /// A valid entry and the bytes it occupies.
     Entry(Entry<'a>, usize),
-    /// The buffer ends inside the frame (possible torn tail).
+    /// Fewer bytes than a header, or a valid header whose payload runs
+    /// past the end of the buffer: a torn write at the end of the log.
     Incomplete,
-    /// The bytes at this position are not a valid frame.
+    /// The header checksum fails: nothing in it (the length included) can
+    /// be trusted.
+    BadHeader { expected: u32, actual: u32 },
+    /// The header is valid but the payload checksum fails.
+    BadPayload { expected: u32, actual: u32 },
+    /// Checksums hold but the fields are impossible.
     Invalid(String),
 }
 
@@ -108,6 +119,10 @@ pub enum Decoded<'a> {
 pub fn decode(buf: &[u8]) -> Decoded<'_> {
     if buf.len() < FRAME_HEADER_LEN {
         return Decoded::Incomplete;
+    }
+    let (expected, actual) = (le_u32(buf, 28), crc(&buf[..28]));
+    if expected != actual {
+        return Decoded::BadHeader { expected, actual };
     }
     let len = le_u32(buf, 0) as usize;
     if len > FRAME_PAYLOAD_MAX {
@@ -117,30 +132,33 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
     if buf.len() < total {
         return Decoded::Incomplete;
     }
-    let expected = le_u32(buf, 4);
-    let actual = crc32c::crc32c_append(
-        crc(&buf[8..FRAME_HEADER_LEN]),
-        &buf[FRAME_HEADER_LEN..total],
-    );
+    let payload = &buf[FRAME_HEADER_LEN..total];
+    let (expected, actual) = (le_u32(buf, 24), crc(payload));
     if expected != actual {
-        return Decoded::Invalid(format!(
-            "checksum mismatch: expected {expected:#010x}, found {actual:#010x}"
-        ));
+        return Decoded::BadPayload { expected, actual };
     }
-    let Some(kind) = EntryKind::from_code(buf[8]) else {
-        return Decoded::Invalid(format!("unknown entry kind {}", buf[8]));
+    let Some(kind) = EntryKind::from_code(buf[4]) else {
+        return Decoded::Invalid(format!("unknown entry kind {}", buf[4]));
     };
     let e = Entry {
         kind,
-        table_id: le_u32(buf, 12),
+        table_id: le_u32(buf, 8),
+        count: le_u32(buf, 12),
         first_seq: le_u64(buf, 16),
-        count: le_u32(buf, 24),
-        payload: &buf[FRAME_HEADER_LEN..total],
+        payload,
     };
     if let Err(msg) = check_shape(&e) {
         return Decoded::Invalid(msg);
     }
     Decoded::Entry(e, total)
+}
+
+/// Does a frame header with a valid checksum start at `buf`?
+pub fn valid_header_at(buf: &[u8]) -> bool {
+    buf.len() >= FRAME_HEADER_LEN
+        && le_u32(buf, 28) == crc(&buf[..28])
+        && le_u32(buf, 0) as usize <= FRAME_PAYLOAD_MAX
+        && EntryKind::from_code(buf[4]).is_some()
 }
 
 fn check_shape(e: &Entry<'_>) -> std::result::Result<(), String> {
@@ -174,7 +192,7 @@ pub fn fuzz_decode_frames(data: &[u8]) -> Result<usize> {
                 n += 1;
             }
             Decoded::Incomplete => break,
-            Decoded::Invalid(m) => return Err(Error::decode("wal frame", m)),
+            other => return Err(Error::decode("wal frame", format!("{other:?}"))),
         }
     }
     Ok(n)
@@ -219,10 +237,18 @@ mod tests {
         for cut in 0..b.len() {
             assert_eq!(decode(&b[..cut]), Decoded::Incomplete, "cut {cut}");
         }
-        for i in 4..b.len() {
+        for i in 0..b.len() {
             let mut c = b.clone();
             c[i] ^= 0x40;
-            assert!(matches!(decode(&c), Decoded::Invalid(_)), "flip {i}");
+            let d = decode(&c);
+            let want_header = i < FRAME_HEADER_LEN;
+            assert!(
+                matches!(d, Decoded::BadHeader { .. }) == want_header
+                    && matches!(d, Decoded::BadPayload { .. }) != want_header,
+                "flip {i}: {d:?}"
+            );
         }
+        assert!(valid_header_at(&b));
+        assert!(!valid_header_at(&b[1..]));
     }
 }

@@ -1,9 +1,12 @@
-//! WAL recovery. Entries are applied in order; a torn or corrupt *last*
-//! entry of the last segment is truncated (and logged); corruption anywhere
-//! else is a typed error unless `salvage` is set, in which case the log is
-//! cut at the first bad frame and the loss is logged.
+//! WAL recovery. Entries are applied in order. In the last segment, a bad
+//! frame with no valid frame header anywhere after it is the torn (or
+//! corrupt) last entry: it is truncated and logged. Any other bad frame is
+//! corruption before the tail: a typed error naming the file and offset,
+//! unless `salvage` is set, in which case the log is cut there and the loss
+//! is logged. A last segment too short for its header (a crash while it was
+//! being created) is removed.
 
-use super::frame::{decode, Decoded, Entry};
+use super::frame::{decode, valid_header_at, Decoded, Entry};
 use super::segment::{self, SegmentInfo};
 use crate::error::{Error, Result};
 use crate::io::{Backend, OpenMode};
@@ -43,8 +46,12 @@ pub fn replay(
         };
         if data.len() < segment::SEGMENT_HEADER_LEN && last {
             // Crashed while creating the segment: nothing in it was acked.
-            cut(backend, &path, 0, data.len(), &mut out)?;
-            out.segments.push(info);
+            tracing::warn!(
+                "WAL {}: removing a segment cut short at creation",
+                path.display()
+            );
+            backend.remove_file(&path)?;
+            backend.sync_dir(dir)?;
             continue;
         }
         let hdr_no = segment::decode_header(&data, &path)?;
@@ -75,24 +82,18 @@ pub fn replay(
                     info.note(e.table_id, e.last_seq());
                     pos += used;
                 }
-                Decoded::Incomplete if last => {
-                    cut(backend, &path, pos, data.len(), &mut out)?;
-                    break;
-                }
-                Decoded::Invalid(_) if last && is_tail(&data, pos) => {
-                    cut(backend, &path, pos, data.len(), &mut out)?;
-                    break;
-                }
                 bad => {
-                    let what = match bad {
-                        Decoded::Invalid(m) => m,
-                        _ => "incomplete frame in a sealed segment".to_string(),
-                    };
+                    let tail =
+                        last && (bad == Decoded::Incomplete || !valid_header_after(&data, pos));
+                    if tail {
+                        cut(backend, &path, pos, data.len(), &mut out)?;
+                        break;
+                    }
                     if !salvage {
-                        return Err(mid_log_error(&data, pos, &path, what));
+                        return Err(mid_log_error(bad, pos, &path));
                     }
                     tracing::error!(
-                        "salvage: cutting WAL {} at offset {pos} ({what}); {} bytes and every later segment dropped",
+                        "salvage: cutting WAL {} at offset {pos} ({bad:?}); {} bytes and every later segment dropped",
                         path.display(),
                         data.len() - pos
                     );
@@ -108,37 +109,25 @@ pub fn replay(
     Ok(out)
 }
 
-/// A bad frame is the torn tail when it is the last thing in the file: its
-/// declared length reaches the end, or everything from it on is zero.
-fn is_tail(data: &[u8], pos: usize) -> bool {
-    let rest = &data[pos..];
-    if rest.iter().all(|b| *b == 0) {
-        return true;
-    }
-    if rest.len() < 4 {
-        return true;
-    }
-    let len = crate::util::bin::le_u32(rest, 0) as usize;
-    super::frame::FRAME_HEADER_LEN.saturating_add(len) >= rest.len()
+/// Is there a frame header with a valid checksum anywhere after `pos`?
+/// If not, the bad frame at `pos` is the last entry of the log.
+fn valid_header_after(data: &[u8], pos: usize) -> bool {
+    (pos + 1..data.len()).any(|p| valid_header_at(&data[p..]))
 }
 
-fn mid_log_error(data: &[u8], pos: usize, path: &Path, what: String) -> Error {
-    let rest = &data[pos..];
-    if what.starts_with("checksum") && rest.len() >= super::frame::FRAME_HEADER_LEN {
-        let len = crate::util::bin::le_u32(rest, 0) as usize;
-        let end = (super::frame::FRAME_HEADER_LEN + len).min(rest.len());
-        let actual = crc32c::crc32c_append(
-            crate::util::bin::crc(&rest[8..super::frame::FRAME_HEADER_LEN]),
-            &rest[super::frame::FRAME_HEADER_LEN..end],
-        );
-        return Error::ChecksumMismatch {
-            file: path.to_path_buf(),
-            offset: pos as u64,
-            expected: crate::util::bin::le_u32(rest, 4),
-            actual,
-        };
+fn mid_log_error(bad: Decoded<'_>, pos: usize, path: &Path) -> Error {
+    match bad {
+        Decoded::BadHeader { expected, actual } | Decoded::BadPayload { expected, actual } => {
+            Error::ChecksumMismatch {
+                file: path.to_path_buf(),
+                offset: pos as u64,
+                expected,
+                actual,
+            }
+        }
+        Decoded::Invalid(m) => Error::corrupt(format!("wal frame ({m})"), path, pos as u64),
+        _ => Error::corrupt("wal frame cut short in a sealed segment", path, pos as u64),
     }
-    Error::corrupt(format!("wal frame ({what})"), path, pos as u64)
 }
 
 fn cut(
