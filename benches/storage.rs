@@ -53,14 +53,19 @@ fn fleet_round(devices: u64, round: u64) -> Vec<u8> {
     out
 }
 
-/// A store with the readings table; `None` when the backend is unavailable.
-fn open_store(io: IoChoice) -> Option<(Store, tempfile::TempDir)> {
-    if io == IoChoice::Uring {
-        if let Err(reason) = probe_uring() {
-            println!("skipping io_uring benchmarks: {reason}");
-            return None;
+/// The backends to benchmark: std, and io_uring when it works here.
+fn available_io() -> Vec<IoChoice> {
+    match probe_uring() {
+        Ok(()) => vec![IoChoice::Std, IoChoice::Uring],
+        Err(reason) => {
+            println!("skipping the io_uring benchmarks: {reason}");
+            vec![IoChoice::Std]
         }
     }
+}
+
+/// A store with the readings table, on a new directory.
+fn open_store(io: IoChoice) -> (Store, tempfile::TempDir) {
     let dir = bench_dir();
     let opts = Options {
         io: Some(io),
@@ -70,7 +75,7 @@ fn open_store(io: IoChoice) -> Option<(Store, tempfile::TempDir)> {
     store
         .create_table(testkit::readings_schema(TABLE))
         .expect("create table");
-    Some((store, dir))
+    (store, dir)
 }
 
 fn io_name(io: IoChoice) -> &'static str {
@@ -88,13 +93,11 @@ fn io_name(io: IoChoice) -> &'static str {
 fn bench_wal(c: &mut Criterion) {
     let mut g = c.benchmark_group("wal");
     g.throughput(Throughput::Elements(BATCH_ROWS));
-    for io in [IoChoice::Std, IoChoice::Uring] {
+    for io in available_io() {
         let store = OnceCell::new();
         let mut round = 0u64;
         g.bench_function(BenchmarkId::new("append_sync_1000", io_name(io)), |b| {
-            let Some((store, _)) = store.get_or_init(|| open_store(io)) else {
-                return;
-            };
+            let (store, _) = store.get_or_init(|| open_store(io));
             b.iter_batched(
                 || {
                     round += 1;
@@ -166,22 +169,15 @@ fn bench_hfile(c: &mut Criterion) {
     let mut g = c.benchmark_group("hfile");
     g.throughput(Throughput::Elements(HFILE_CELLS));
     let cells = OnceCell::new();
-    for io in [IoChoice::Std, IoChoice::Uring] {
-        let backend: OnceCell<Option<Box<dyn Backend>>> = OnceCell::new();
+    for io in available_io() {
+        let backend: OnceCell<Box<dyn Backend>> = OnceCell::new();
         let dir = OnceCell::new();
         let mut n = 0u64;
         g.bench_function(BenchmarkId::new("write_10000", io_name(io)), |b| {
             let backend = backend.get_or_init(|| match io {
-                IoChoice::Uring => match probe_uring() {
-                    Ok(()) => Some(Box::new(UringBackend::start().expect("start io_uring"))),
-                    Err(reason) => {
-                        println!("skipping io_uring benchmarks: {reason}");
-                        None
-                    }
-                },
-                _ => Some(Box::new(StdBackend)),
+                IoChoice::Uring => Box::new(UringBackend::start().expect("start io_uring")),
+                _ => Box::new(StdBackend),
             });
-            let Some(backend) = backend else { return };
             let cells = cells.get_or_init(hfile_cells);
             let dir = dir.get_or_init(bench_dir);
             b.iter_custom(|iters| {
@@ -200,7 +196,7 @@ fn bench_hfile(c: &mut Criterion) {
 /// A store holding `READ_DEVICES × READ_ROUNDS` readings, flushed to
 /// HFiles (memstores empty).
 fn flushed_fleet() -> (Store, tempfile::TempDir) {
-    let (store, dir) = open_store(IoChoice::Std).expect("std backend");
+    let (store, dir) = open_store(IoChoice::Std);
     for r in 0..READ_ROUNDS {
         let rows = fleet_round(READ_DEVICES, r);
         store.write(TABLE, &rows, Durability::Async).expect("write");

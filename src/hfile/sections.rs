@@ -12,6 +12,9 @@ pub const HFILE_VERSION: u32 = 1;
 pub const TRAILER_LEN: usize = 76;
 /// Largest metadata section a reader accepts.
 pub const SECTION_LEN_MAX: u32 = 1 << 30;
+/// Longest stored block (header + body) a reader accepts: an
+/// incompressible raw body plus codec overhead.
+pub const BLOCK_STORED_MAX: usize = 2 * super::block::BLOCK_RAW_MAX;
 /// Encoded size of one index entry.
 pub const INDEX_ENTRY_LEN: usize = 2 * KEY_LEN + 8 + 4 + 4 + 4;
 
@@ -140,7 +143,9 @@ pub fn decode_index(b: &[u8], data_end: u64) -> Result<Vec<IndexEntry>> {
             cells: r.u32()?,
         };
         let end = e.offset.checked_add(u64::from(e.len));
-        if e.first_key > e.last_key || e.cells == 0 || end.is_none_or(|x| x > data_end) {
+        let too_long = e.len as usize > BLOCK_STORED_MAX;
+        if e.first_key > e.last_key || e.cells == 0 || too_long || end.is_none_or(|x| x > data_end)
+        {
             return Err(Error::decode("hfile index", "invalid block entry"));
         }
         if let Some(p) = out.last() {
