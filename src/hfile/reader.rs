@@ -271,6 +271,12 @@ pub fn fuzz_decode_file(data: &[u8], fields_width: usize) -> Result<u64> {
         let b = data
             .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
             .ok_or_else(|| Error::decode("hfile", "block outside"))?;
+        if b.len() >= 24 && crate::util::bin::le_u32(b, 20) != e.crc {
+            return Err(Error::decode(
+                "hfile",
+                "block checksum differs from the index",
+            ));
+        }
         let raw = block::decode(b, cell::cell_width(fields_width)).map_err(|e| match e {
             BlockError::Checksum { .. } => Error::decode("block", "checksum"),
             BlockError::Other(e) => e,

@@ -65,8 +65,9 @@ pub fn decode_header(b: &[u8]) -> Result<()> {
     if b.len() < MANIFEST_HEADER_LEN || b[0..4] != MANIFEST_MAGIC {
         return Err(Error::decode("manifest header", "bad magic or short"));
     }
-    if le_u32(b, 8) != crc(&b[..8]) {
-        return Err(Error::decode("manifest header", "checksum mismatch"));
+    let (expected, actual) = (le_u32(b, 8), crc(&b[..8]));
+    if expected != actual {
+        return Err(Error::checksum(0, expected, actual));
     }
     let v = le_u32(b, 4);
     if v != MANIFEST_VERSION {

@@ -3,8 +3,9 @@
 //! corrupt) last entry: it is truncated and logged. Any other bad frame is
 //! corruption before the tail: a typed error naming the file and offset,
 //! unless `salvage` is set, in which case the log is cut there and the loss
-//! is logged. A last segment too short for its header (a crash while it was
-//! being created) is removed.
+//! is logged. A last segment too short for its header, or all zeros (a
+//! crash while it was being created, before its header was synced) is
+//! removed.
 
 use super::frame::{decode, valid_header_at, Decoded, Entry};
 use super::segment::{self, SegmentInfo};
@@ -44,7 +45,9 @@ pub fn replay(
             path: path.clone(),
             ..Default::default()
         };
-        if data.len() < segment::SEGMENT_HEADER_LEN && last {
+        let never_written =
+            data.len() < segment::SEGMENT_HEADER_LEN || data.iter().all(|b| *b == 0);
+        if never_written && last {
             // Crashed while creating the segment: nothing in it was acked.
             tracing::warn!(
                 "WAL {}: removing a segment cut short at creation",

@@ -1,0 +1,1396 @@
+//! Guards the on-disk formats against drift. The byte-level specs in
+//! `formats/` (key.md, wal.md, hfile.md, manifest.md, row.md) are
+//! re-implemented here by hand: the checks read the fixtures in
+//! `formats/fixtures/` at the documented offsets and recompute every CRC32C
+//! and row key from the documented rules (the `crc32c` and `xxhash-rust`
+//! crates directly, never the telestore decoders). A second set of checks
+//! makes sure the telestore decoders still accept the same bytes, and that
+//! a reader reacts to corruption the way the specs say.
+//!
+//! The fixtures are written by the ignored `regenerate_fixtures` test:
+//! `cargo test --test format_fixtures -- --ignored regenerate_fixtures`.
+//! Regenerating must not change them unless a format changed on purpose
+//! (which needs a new version number and a spec update).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use telestore::cache::BlockCache;
+use telestore::cell::{self, CellKind, RangeTombstone};
+use telestore::error::Error;
+use telestore::hfile::reader::fuzz_decode_file;
+use telestore::hfile::{HFileReader, HFileWriter, WriterOptions};
+use telestore::io::{IoChoice, StdBackend};
+use telestore::key::{self, DeviceId};
+use telestore::manifest::record::{decode_framed, fuzz_decode_manifest, Framed};
+use telestore::manifest::{FileMeta, Manifest, Record};
+use telestore::schema::batch::push_row;
+use telestore::wal::frame::{self, Decoded, Entry, EntryKind};
+use telestore::wal::segment;
+use telestore::{Compression, Field, FieldType, Options, Store, TableOptions, TableSchema};
+
+/// 2026-12-01T00:00:00Z in milliseconds since the Unix epoch.
+const T0_MS: i64 = 1_796_083_200_000;
+/// Fixed "creation time" of the fixture HFile (no clock is read).
+const CREATED_MS: i64 = T0_MS + 60_000;
+const DEVICE: u64 = 42;
+const TABLE_ID: u32 = 1;
+const FILE_ID: u64 = 1;
+const TABLE_NAME: &str = "readings";
+/// Fields of the fixture table: one `value: u64`.
+const FIELDS_WIDTH: usize = 8;
+/// Cell: key 18 + seq 8 + kind 1 + fields.
+const CELL_WIDTH: usize = 27 + FIELDS_WIDTH;
+/// Ingest row: device 8 + ts 8 + fields.
+const ROW_WIDTH: usize = 16 + FIELDS_WIDTH;
+/// Tiny block size so that the fixture HFile has two data blocks.
+const FIXTURE_BLOCK_BYTES: usize = 2 * CELL_WIDTH;
+const RANGE_FROM: i64 = T0_MS - 10_000;
+const RANGE_TO: i64 = T0_MS - 1;
+
+const SEGMENT_NAME: &str = "0000000000000001.wal";
+const HFILE_NAME: &str = "0000000000000001.hfile";
+
+/// `(device, ts)` pairs of `key_vectors.txt`.
+const KEY_VECTORS: &[(u64, i64)] = &[
+    (0, 0),
+    (1, 0),
+    (1, 1),
+    (DEVICE, T0_MS),
+    (DEVICE, T0_MS + 1_000),
+    (DEVICE, -1),
+    (DEVICE, i64::MIN),
+    (DEVICE, i64::MAX),
+    (0, i64::MAX),
+    (u64::MAX, 0),
+    (u64::MAX, i64::MIN),
+    (0x0123_4567_89ab_cdef, -1_000),
+];
+
+// ---------------------------------------------------------------- paths
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/fixtures")
+}
+fn store_dir() -> PathBuf {
+    fixtures().join("store_v1")
+}
+fn wal_path() -> PathBuf {
+    store_dir().join("wal").join(SEGMENT_NAME)
+}
+fn hfile_path() -> PathBuf {
+    store_dir()
+        .join("tables")
+        .join(TABLE_ID.to_string())
+        .join(HFILE_NAME)
+}
+fn manifest_path() -> PathBuf {
+    store_dir().join("MANIFEST")
+}
+fn read(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e} (run the ignored generator)", p.display()))
+}
+
+// ------------------------------------------------ hand-written decoding
+
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes(b[off..off + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+fn i64_at(b: &[u8], off: usize) -> i64 {
+    i64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+fn crc_of(parts: &[&[u8]]) -> u32 {
+    parts.iter().fold(0, |c, p| crc32c::crc32c_append(c, p))
+}
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The row key as `formats/key.md` defines it, computed without the crate.
+fn hand_key(device: u64, ts: i64) -> [u8; 18] {
+    let hash = xxhash_rust::xxh3::xxh3_64_with_seed(&device.to_le_bytes(), 0);
+    let prefix = (hash >> 48) as u16;
+    let flipped = (ts as u64) ^ 0x8000_0000_0000_0000;
+    let reversed = !flipped;
+    let mut k = [0u8; 18];
+    k[0..2].copy_from_slice(&prefix.to_be_bytes());
+    k[2..10].copy_from_slice(&device.to_be_bytes());
+    k[10..18].copy_from_slice(&reversed.to_be_bytes());
+    k
+}
+
+/// Layout id as `formats/hfile.md` defines it: CRC32C over, per field,
+/// `name_len u16 LE | name | type u8`.
+fn hand_layout_id(fields: &[(&str, u8)]) -> u32 {
+    let mut b = Vec::new();
+    for (name, ty) in fields {
+        b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        b.extend_from_slice(name.as_bytes());
+        b.push(*ty);
+    }
+    crc32c::crc32c(&b)
+}
+
+// ------------------------------------------------ what the fixtures hold
+
+fn schema() -> TableSchema {
+    TableSchema::new(
+        TABLE_NAME,
+        vec![Field::new("value", FieldType::U64)],
+        TableOptions {
+            compression: Compression::None,
+            ..TableOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// `(device, ts, value)` of the two rows of the put entry (seq 1 and 2).
+const PUT_ROWS: [(u64, i64, u64); 2] = [(DEVICE, T0_MS, 7), (DEVICE, T0_MS + 1_000, 8)];
+
+/// Cells of the HFile in cell order: `(ts, seq, kind, value)`, all device 42.
+const HFILE_CELLS: [(i64, u64, u8, u64); 3] =
+    [(T0_MS + 1_000, 2, 1, 8), (T0_MS, 3, 2, 0), (T0_MS, 1, 1, 7)];
+
+fn range_tombstone() -> RangeTombstone {
+    RangeTombstone {
+        device: DeviceId(DEVICE),
+        from: RANGE_FROM,
+        to: RANGE_TO,
+        seq: 4,
+    }
+}
+
+// ------------------------------------------------------------ generator
+
+#[test]
+#[ignore = "writes formats/fixtures/; run on purpose after a format change"]
+fn regenerate_fixtures() {
+    let dir = fixtures();
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut vectors = String::new();
+    for (d, ts) in KEY_VECTORS {
+        let k = key::encode(DeviceId(*d), *ts);
+        vectors.push_str(&format!("{d} {ts} {}\n", hex(&k)));
+    }
+    std::fs::write(dir.join("key_vectors.txt"), &vectors).unwrap();
+    print!("{vectors}");
+
+    let store = store_dir();
+    if store.exists() {
+        std::fs::remove_dir_all(&store).unwrap();
+    }
+    std::fs::create_dir_all(store.join("wal")).unwrap();
+    std::fs::create_dir_all(hfile_path().parent().unwrap()).unwrap();
+    std::fs::write(wal_path(), generate_wal()).unwrap();
+    let hfile_len = generate_hfile(&hfile_path());
+    std::fs::write(manifest_path(), generate_manifest(hfile_len)).unwrap();
+}
+
+fn generate_wal() -> Vec<u8> {
+    let mut out = segment::encode_header(1);
+    let mut rows = Vec::new();
+    for (d, ts, v) in PUT_ROWS {
+        push_row(&mut rows, d, ts, &v.to_le_bytes());
+    }
+    let mut point = Vec::new();
+    point.extend_from_slice(&DEVICE.to_le_bytes());
+    point.extend_from_slice(&T0_MS.to_le_bytes());
+    let mut range = Vec::new();
+    range.extend_from_slice(&DEVICE.to_le_bytes());
+    range.extend_from_slice(&RANGE_FROM.to_le_bytes());
+    range.extend_from_slice(&RANGE_TO.to_le_bytes());
+    let entries = [
+        (EntryKind::Put, 1, 2, &rows[..]),
+        (EntryKind::DeletePoints, 3, 1, &point[..]),
+        (EntryKind::DeleteRange, 4, 1, &range[..]),
+    ];
+    for (kind, first_seq, count, payload) in entries {
+        let e = Entry {
+            kind,
+            table_id: TABLE_ID,
+            first_seq,
+            count,
+            payload,
+        };
+        frame::encode(&e, &mut out);
+    }
+    out
+}
+
+fn generate_hfile(path: &Path) -> u64 {
+    let s = schema();
+    let mut w = HFileWriter::create(
+        &StdBackend,
+        path,
+        WriterOptions {
+            table_id: TABLE_ID,
+            layout_id: s.layout_id(),
+            fields_width: FIELDS_WIDTH,
+            compression: Compression::None,
+            block_size_bytes: FIXTURE_BLOCK_BYTES,
+            bloom: true,
+            expected_cells: HFILE_CELLS.len(),
+            created_ms: CREATED_MS,
+        },
+    )
+    .unwrap();
+    for (ts, seq, kind, value) in HFILE_CELLS {
+        let mut c = Vec::new();
+        let kind = CellKind::from_code(kind).unwrap();
+        let k = key::encode(DeviceId(DEVICE), ts);
+        cell::push(&mut c, &k, seq, kind, &value.to_le_bytes());
+        w.add(&c).unwrap();
+    }
+    let (_, len) = w.finish(&[range_tombstone()]).unwrap();
+    len
+}
+
+/// What a new store and one flush write: `Manifest::open` on an empty
+/// directory writes the initial snapshot (header + `FileIdFloor { 0 }`), then
+/// the `CreateTable` and `Files` records are appended.
+fn generate_manifest(hfile_len: u64) -> Vec<u8> {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    m.append(&[Record::CreateTable {
+        table_id: TABLE_ID,
+        schema: schema(),
+    }])
+    .unwrap();
+    m.append(&[Record::Files {
+        table_id: TABLE_ID,
+        added: vec![file_meta(hfile_len)],
+        removed: vec![],
+        flushed_seq: Some(4),
+    }])
+    .unwrap();
+    drop(m);
+    read(&tmp.path().join("MANIFEST"))
+}
+
+fn file_meta(len_bytes: u64) -> FileMeta {
+    FileMeta {
+        file_id: FILE_ID,
+        len_bytes,
+        cells: HFILE_CELLS.len() as u64,
+        min_seq: 1,
+        max_seq: 4,
+        min_ts: T0_MS,
+        max_ts: T0_MS + 1_000,
+    }
+}
+
+// --------------------------------------------------------------- key.md
+
+fn key_vectors() -> Vec<(u64, i64, String)> {
+    let text = String::from_utf8(read(&fixtures().join("key_vectors.txt"))).unwrap();
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 3, "line {l:?}");
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn key_vectors_follow_the_spec() {
+    let v = key_vectors();
+    let pairs: Vec<(u64, i64)> = v.iter().map(|(d, t, _)| (*d, *t)).collect();
+    assert_eq!(pairs, KEY_VECTORS, "key_vectors.txt lists other inputs");
+    for (d, ts, h) in &v {
+        assert_eq!(h.len(), 36, "{h}");
+        assert_eq!(hex(&hand_key(*d, *ts)), *h, "hand-computed key of {d} {ts}");
+    }
+    // Edge cases the spec promises.
+    assert_eq!(&hand_key(0, i64::MAX)[10..], &[0u8; 8]);
+    assert_eq!(&hand_key(0, i64::MIN)[10..], &[0xffu8; 8]);
+    assert_eq!(
+        &hand_key(0, 0)[10..],
+        &[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
+    );
+    assert_eq!(&hand_key(0, -1)[10..], &[0x80, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&hand_key(u64::MAX, 0)[2..10], &[0xffu8; 8]);
+}
+
+#[test]
+fn key_vectors_are_in_the_spec_and_accepted_by_the_crate() {
+    let spec = String::from_utf8(read(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/key.md"),
+    ))
+    .unwrap();
+    assert_eq!(key::PREFIX_HASH_VERSION, 1);
+    for (d, ts, h) in key_vectors() {
+        assert!(
+            spec.contains(&h),
+            "formats/key.md lacks the vector {d} {ts} {h}"
+        );
+        assert_eq!(hex(&key::encode(DeviceId(d), ts)), h);
+        let bytes: Vec<u8> = (0..18)
+            .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let k = key::decode(&bytes).unwrap();
+        assert_eq!((k.device, k.ts), (DeviceId(d), ts));
+        assert_eq!(k.prefix, key::prefix(DeviceId(d)));
+    }
+}
+
+#[test]
+fn device_range_is_inclusive_and_newest_first() {
+    let (from, to) = (T0_MS, T0_MS + 1_000);
+    let (lo, hi) = key::device_range(DeviceId(DEVICE), from, to).unwrap();
+    assert_eq!(lo, hand_key(DEVICE, to), "low bound is the newest key");
+    assert_eq!(hi, hand_key(DEVICE, from), "high bound is the oldest key");
+    for ts in [from, from + 1, to - 1, to] {
+        let k = hand_key(DEVICE, ts);
+        assert!(lo <= k && k <= hi, "{ts} must be inside");
+    }
+    for ts in [from - 1, to + 1, i64::MIN, i64::MAX] {
+        let k = hand_key(DEVICE, ts);
+        assert!(!(lo <= k && k <= hi), "{ts} must be outside");
+    }
+    assert_eq!(key::device_range(DeviceId(DEVICE), to, from), None);
+    let (lo, hi) = key::device_range(DeviceId(DEVICE), from, from).unwrap();
+    assert_eq!(lo, hi);
+}
+
+// --------------------------------------------------------------- row.md
+
+#[test]
+fn ingest_rows_follow_the_spec() {
+    let s = schema();
+    assert_eq!(s.row_width(), ROW_WIDTH);
+    let wide = TableSchema::new(
+        "t",
+        vec![
+            Field::new("a", FieldType::F64),
+            Field::new("b", FieldType::Bool),
+            Field::new("c", FieldType::I32),
+        ],
+        TableOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(wide.row_width(), 16 + 8 + 1 + 4);
+    assert_eq!(wide.field_offset(2), 9, "fields are packed, no padding");
+    let mut row = Vec::new();
+    let mut fields = 1.5f64.to_le_bytes().to_vec();
+    fields.push(1);
+    fields.extend_from_slice(&(-2i32).to_le_bytes());
+    push_row(&mut row, 0x0102_0304_0506_0708, -3, &fields);
+    assert_eq!(&row[0..8], &[8, 7, 6, 5, 4, 3, 2, 1]);
+    assert_eq!(i64_at(&row, 8), -3);
+    assert_eq!(&row[16..24], &1.5f64.to_le_bytes());
+    assert_eq!(row[24], 1);
+    assert_eq!(&row[25..29], &(-2i32).to_le_bytes());
+}
+
+// --------------------------------------------------------------- wal.md
+
+/// A WAL frame as read by hand: `(offset, kind, table, first_seq, count, payload)`.
+type HandFrame = (usize, u8, u32, u64, u32, Vec<u8>);
+
+/// Frame header length of wal.md (`FRAME_HEADER_LEN`).
+const FRAME_HEADER: usize = 32;
+
+fn hand_frames(b: &[u8]) -> Vec<HandFrame> {
+    let mut out = Vec::new();
+    let mut pos = 20;
+    while pos < b.len() {
+        let f = &b[pos..];
+        assert_eq!(
+            u32_at(f, 28),
+            crc32c::crc32c(&f[0..28]),
+            "header crc at {pos}"
+        );
+        let len = u32_at(f, 0) as usize;
+        assert!(len <= 64 << 20, "FRAME_PAYLOAD_MAX");
+        assert_eq!(&f[5..8], &[0, 0, 0], "reserved");
+        let payload = &f[FRAME_HEADER..FRAME_HEADER + len];
+        assert_eq!(
+            u32_at(f, 24),
+            crc32c::crc32c(payload),
+            "payload crc at {pos}"
+        );
+        out.push((
+            pos,
+            f[4],
+            u32_at(f, 8),
+            u64_at(f, 16),
+            u32_at(f, 12),
+            payload.to_vec(),
+        ));
+        pos += FRAME_HEADER + len;
+    }
+    assert_eq!(pos, b.len(), "frames end exactly at the end of the segment");
+    out
+}
+
+/// A frame encoded by hand as wal.md describes it.
+fn hand_frame(kind: u8, table: u32, first_seq: u64, count: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    f.push(kind);
+    f.extend_from_slice(&[0, 0, 0]);
+    f.extend_from_slice(&table.to_le_bytes());
+    f.extend_from_slice(&count.to_le_bytes());
+    f.extend_from_slice(&first_seq.to_le_bytes());
+    f.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    let h = crc32c::crc32c(&f);
+    f.extend_from_slice(&h.to_le_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A segment header encoded by hand.
+fn hand_segment_header(version: u32, no: u64) -> Vec<u8> {
+    let mut h = b"TSWL".to_vec();
+    h.extend_from_slice(&version.to_le_bytes());
+    h.extend_from_slice(&no.to_le_bytes());
+    let c = crc32c::crc32c(&h);
+    h.extend_from_slice(&c.to_le_bytes());
+    h
+}
+
+#[test]
+fn wal_segment_follows_the_spec() {
+    let b = read(&wal_path());
+    assert_eq!(b.len(), 204);
+    assert_eq!(&b[0..4], b"TSWL");
+    assert_eq!(u32_at(&b, 4), 1, "segment version");
+    assert_eq!(u64_at(&b, 8), 1, "segment number = file name");
+    assert_eq!(u32_at(&b, 16), crc32c::crc32c(&b[0..16]));
+    assert_eq!(&b[..20], &hand_segment_header(1, 1)[..]);
+
+    let frames = hand_frames(&b);
+    let offsets: Vec<usize> = frames.iter().map(|f| f.0).collect();
+    assert_eq!(offsets, [20, 100, 148]);
+    let mut last_seq = 0;
+    let mut again = b[..20].to_vec();
+    for (_, kind, table, first_seq, count, payload) in &frames {
+        assert_eq!(*table, TABLE_ID);
+        assert!(*first_seq > last_seq, "sequence numbers increase");
+        last_seq = first_seq + u64::from(*count) - 1;
+        again.extend(hand_frame(*kind, *table, *first_seq, *count, payload));
+    }
+    assert_eq!(last_seq, 4);
+    assert_eq!(again, b, "hand-encoded frames reproduce the segment");
+
+    let (_, kind, _, seq, count, put) = &frames[0];
+    assert_eq!((*kind, *seq, *count), (1, 1, 2));
+    assert_eq!(put.len(), 2 * ROW_WIDTH);
+    for (i, (d, ts, v)) in PUT_ROWS.iter().enumerate() {
+        let r = &put[i * ROW_WIDTH..];
+        assert_eq!((u64_at(r, 0), i64_at(r, 8), u64_at(r, 16)), (*d, *ts, *v));
+    }
+    let (_, kind, _, seq, count, point) = &frames[1];
+    assert_eq!((*kind, *seq, *count), (2, 3, 1));
+    assert_eq!(point.len(), 16);
+    assert_eq!((u64_at(point, 0), i64_at(point, 8)), (DEVICE, T0_MS));
+    let (_, kind, _, seq, count, range) = &frames[2];
+    assert_eq!((*kind, *seq, *count), (3, 4, 1));
+    assert_eq!(range.len(), 24);
+    let r = (u64_at(range, 0), i64_at(range, 8), i64_at(range, 16));
+    assert_eq!(r, (DEVICE, RANGE_FROM, RANGE_TO));
+}
+
+#[test]
+fn wal_segment_is_accepted_by_the_crate() {
+    let b = read(&wal_path());
+    assert_eq!(segment::decode_header(&b, &wal_path()).unwrap(), 1);
+    assert_eq!(segment::parse_name(SEGMENT_NAME), Some(1));
+    assert_eq!(frame::FRAME_HEADER_LEN, FRAME_HEADER);
+    assert_eq!(frame::fuzz_decode_frames(&b[20..]).unwrap(), 3);
+    for (pos, kind, table, first_seq, count, payload) in hand_frames(&b) {
+        match frame::decode(&b[pos..]) {
+            Decoded::Entry(e, used) => {
+                assert_eq!(used, FRAME_HEADER + payload.len());
+                assert_eq!(e.kind as u8, kind);
+                assert_eq!(
+                    (e.table_id, e.first_seq, e.count),
+                    (table, first_seq, count)
+                );
+                assert_eq!(e.payload, &payload[..]);
+            }
+            other => panic!("frame at {pos}: {other:?}"),
+        }
+    }
+    // A valid frame header starts at the three frame offsets and nowhere else.
+    let valid: Vec<usize> = (0..b.len())
+        .filter(|p| frame::valid_header_at(&b[*p..]))
+        .collect();
+    assert_eq!(valid, [20, 100, 148]);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join(SEGMENT_NAME), &b).unwrap();
+    let mut seen = Vec::new();
+    let out = telestore::wal::replay(tmp.path(), &StdBackend, false, |e| {
+        seen.push((e.kind, e.first_seq, e.count));
+        Ok(())
+    })
+    .unwrap();
+    let want = [
+        (EntryKind::Put, 1, 2),
+        (EntryKind::DeletePoints, 3, 1),
+        (EntryKind::DeleteRange, 4, 1),
+    ];
+    assert_eq!(seen, want);
+    assert_eq!((out.entries, out.last_seq, out.last_segment), (3, 4, 1));
+    assert!(out.truncated.is_none());
+}
+
+/// Segment files left in a WAL directory: `(number, length)`.
+type Left = Vec<(u64, u64)>;
+
+/// Replay a WAL directory holding `segments` (`(number, bytes)`); returns
+/// the outcome and the segment files left afterwards.
+fn replay_segments(
+    segments: &[(u64, Vec<u8>)],
+    salvage: bool,
+) -> (telestore::Result<telestore::wal::ReplayOutcome>, Left) {
+    let tmp = tempfile::tempdir().unwrap();
+    for (no, b) in segments {
+        std::fs::write(tmp.path().join(segment::file_name(*no)), b).unwrap();
+    }
+    let r = telestore::wal::replay(tmp.path(), &StdBackend, salvage, |_| Ok(()));
+    let mut left: Left = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let no = segment::parse_name(e.file_name().to_str().unwrap()).unwrap();
+            (no, e.metadata().unwrap().len())
+        })
+        .collect();
+    left.sort_unstable();
+    (r, left)
+}
+
+/// Replay the fixture segment (as the only, hence last, segment) after `f`
+/// changed it; returns the entries replayed and the segment's length after.
+fn replay_changed(salvage: bool, f: impl FnOnce(&mut Vec<u8>)) -> (telestore::Result<u64>, u64) {
+    let mut b = read(&wal_path());
+    f(&mut b);
+    let (r, left) = replay_segments(&[(1, b)], salvage);
+    assert_eq!(left.len(), 1);
+    (r.map(|o| o.entries), left[0].1)
+}
+
+fn replay_flipped(at: usize, salvage: bool) -> (telestore::Result<u64>, u64) {
+    replay_changed(salvage, |b| b[at] ^= 0x01)
+}
+
+/// Assert a `ChecksumMismatch` in the fixture segment at `offset`.
+#[track_caller]
+fn assert_wal_checksum_error(r: telestore::Result<u64>, offset: u64) {
+    match r {
+        Err(Error::ChecksumMismatch {
+            file,
+            offset: o,
+            expected,
+            actual,
+        }) => {
+            assert!(file.ends_with(SEGMENT_NAME), "{}", file.display());
+            assert_eq!(o, offset);
+            assert_ne!(expected, actual);
+        }
+        other => panic!("expected ChecksumMismatch at {offset}, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_corrupt_at(r: telestore::Result<impl std::fmt::Debug>, name: &str, offset: u64) {
+    match r {
+        Err(Error::Corrupt {
+            file, offset: o, ..
+        }) => {
+            assert!(file.ends_with(name), "{}", file.display());
+            assert_eq!(o, offset);
+        }
+        other => panic!("expected Corrupt at {offset} in {name}, got {other:?}"),
+    }
+}
+
+#[test]
+fn wal_torn_tail_of_the_last_segment_is_cut() {
+    // Cut anywhere: the incomplete frame (fewer than 32 bytes, or a valid
+    // header whose payload runs past the end) is the torn tail.
+    let ends = [20, 100, 148, 204];
+    for cut in 20..=204 {
+        let (r, len) = replay_changed(false, |b| b.truncate(cut));
+        let complete = ends.iter().rposition(|e| *e <= cut).unwrap();
+        assert_eq!(
+            (r.unwrap(), len),
+            (complete as u64, ends[complete] as u64),
+            "cut at {cut}"
+        );
+    }
+    // A damaged last frame (header or payload) with no valid frame header
+    // after it is the torn (or corrupt) last entry.
+    for at in [148, 148 + 2, 148 + 4, 148 + 28, 148 + 32, 203] {
+        let (r, len) = replay_flipped(at, false);
+        assert_eq!((r.unwrap(), len), (2, 148), "flip at {at}");
+    }
+    // Zeros after the last frame (size extended, data never written).
+    let (r, len) = replay_changed(false, |b| b.resize(204 + 4096, 0));
+    assert_eq!((r.unwrap(), len), (3, 204));
+    // Valid checksums but impossible fields, as the last frame: cut too.
+    let (r, len) = replay_changed(false, |b| {
+        b.truncate(148);
+        b.extend(hand_frame(9, TABLE_ID, 4, 1, &[0; 24]));
+    });
+    assert_eq!((r.unwrap(), len), (2, 148));
+    // A last segment shorter than its header is removed.
+    let full = read(&wal_path());
+    let (r, left) = replay_segments(&[(1, full.clone()), (2, b"TSWL\x01".to_vec())], false);
+    let out = r.unwrap();
+    assert_eq!((out.entries, out.last_segment), (3, 2));
+    assert_eq!(out.segments.len(), 1);
+    assert_eq!(left, [(1, 204)]);
+}
+
+#[test]
+fn wal_corruption_before_the_tail_is_an_error() {
+    // A bit flip in the length of the first entry: the header checksum
+    // fails, valid headers follow, so this is not a torn tail.
+    let (r, len) = replay_flipped(20 + 2, false);
+    assert_wal_checksum_error(r, 20);
+    assert_eq!(len, 204, "nothing is cut without salvage");
+    let mut b = read(&wal_path());
+    b[20 + 2] ^= 0x01;
+    match frame::decode(&b[20..]) {
+        Decoded::BadHeader { expected, actual } => {
+            assert_eq!(expected, u32_at(&b, 20 + 28), "expected = stored");
+            assert_eq!(actual, crc32c::crc32c(&b[20..20 + 28]), "actual = computed");
+        }
+        other => panic!("{other:?}"),
+    }
+    // ... unless salvage is set: the log is cut at the first bad frame.
+    let (r, len) = replay_flipped(20 + 2, true);
+    assert_eq!((r.unwrap(), len), (0, 20));
+    // Payload damage before the tail.
+    let (r, _) = replay_flipped(20 + 32 + 5, false);
+    assert_wal_checksum_error(r, 20);
+    let (r, _) = replay_flipped(100 + 8, false);
+    assert_wal_checksum_error(r, 100);
+    // Garbage followed by a valid later frame (the documented limitation:
+    // pages of an unsynced group persisted out of order) needs salvage.
+    let zero_frame_1 = |b: &mut Vec<u8>| b[100..148].fill(0);
+    let (r, _) = replay_changed(false, zero_frame_1);
+    assert_wal_checksum_error(r, 100);
+    let (r, len) = replay_changed(true, zero_frame_1);
+    assert_eq!((r.unwrap(), len), (1, 100));
+    // Valid checksums, impossible shape (2 point deletes in 16 bytes).
+    let bad_shape = |b: &mut Vec<u8>| {
+        let payload = b[132..148].to_vec();
+        b[100..148].copy_from_slice(&hand_frame(2, TABLE_ID, 3, 2, &payload));
+    };
+    let (r, _) = replay_changed(false, bad_shape);
+    assert_corrupt_at(r, SEGMENT_NAME, 100);
+    // Sequence numbers must increase.
+    let (r, _) = replay_changed(false, |b| {
+        let payload = b[180..204].to_vec();
+        b[148..204].copy_from_slice(&hand_frame(3, TABLE_ID, 2, 1, &payload));
+    });
+    assert_corrupt_at(r, SEGMENT_NAME, 148);
+}
+
+#[test]
+fn wal_sealed_segments_and_headers_are_never_torn() {
+    let full = read(&wal_path());
+    let next = hand_segment_header(1, 2);
+    // A frame cut short in a sealed (not last) segment.
+    let segs = [(1, full[..120].to_vec()), (2, next.clone())];
+    let (r, left) = replay_segments(&segs, false);
+    assert_corrupt_at(r.map(|o| o.entries), SEGMENT_NAME, 100);
+    assert_eq!(left, [(1, 120), (2, 20)]);
+    // Salvage cuts there and deletes every later segment.
+    let (r, left) = replay_segments(&segs, true);
+    assert_eq!(r.unwrap().entries, 1);
+    assert_eq!(left, [(1, 100)]);
+    // A damaged last frame of a sealed segment is not a torn tail.
+    let mut b = full.clone();
+    b[148 + 32] ^= 0x01;
+    let (r, _) = replay_segments(&[(1, b), (2, next.clone())], false);
+    assert_wal_checksum_error(r.map(|o| o.entries), 148);
+    // A short segment that is not the last one.
+    let (r, _) = replay_segments(&[(1, full[..10].to_vec()), (2, next)], false);
+    assert_corrupt_at(r.map(|o| o.entries), SEGMENT_NAME, 0);
+    // Segment header damage.
+    let (r, _) = replay_flipped(9, false);
+    assert!(
+        matches!(r, Err(Error::ChecksumMismatch { offset: 0, .. })),
+        "{r:?}"
+    );
+    let (r, _) = replay_flipped(0, false);
+    assert_corrupt_at(r, SEGMENT_NAME, 0);
+    let (r, _) = replay_changed(false, |b| {
+        b[..20].copy_from_slice(&hand_segment_header(2, 1))
+    });
+    assert!(
+        matches!(
+            r,
+            Err(Error::UnsupportedVersion {
+                what: "wal segment",
+                version: 2
+            })
+        ),
+        "{r:?}"
+    );
+    let (r, _) = replay_changed(false, |b| {
+        b[..20].copy_from_slice(&hand_segment_header(1, 7))
+    });
+    assert_corrupt_at(r, SEGMENT_NAME, 8);
+}
+
+// ------------------------------------------------------------- hfile.md
+
+#[derive(Debug)]
+struct HandSection {
+    offset: usize,
+    len: usize,
+}
+
+/// Check the trailer by hand; returns the four sections in trailer order.
+fn hand_trailer(b: &[u8]) -> [HandSection; 4] {
+    let t = &b[b.len() - 76..];
+    assert_eq!(&t[0..4], b"TSHF");
+    assert_eq!(u32_at(t, 4), 1, "hfile version");
+    assert_eq!(u32_at(t, 72), crc32c::crc32c(&t[0..72]), "trailer crc");
+    let mut end_prev = None;
+    let s: Vec<HandSection> = (0..4)
+        .map(|i| {
+            let r = &t[8 + 16 * i..];
+            let (offset, len) = (u64_at(r, 0) as usize, u32_at(r, 8) as usize);
+            let body = &b[offset..offset + len];
+            assert_eq!(u32_at(r, 12), crc32c::crc32c(body), "section {i} crc");
+            if let Some(e) = end_prev {
+                assert_eq!(offset, e, "sections are contiguous");
+            }
+            end_prev = Some(offset + len);
+            HandSection { offset, len }
+        })
+        .collect();
+    assert_eq!(end_prev, Some(b.len() - 76), "trailer follows the sections");
+    s.try_into().unwrap()
+}
+
+#[test]
+fn hfile_follows_the_spec() {
+    let b = read(&hfile_path());
+    assert_eq!(b.len(), 526);
+    let [index, bloom, info, tombs] = hand_trailer(&b);
+    assert_eq!(
+        [index.offset, bloom.offset, info.offset, tombs.offset],
+        [153, 269, 305, 414]
+    );
+
+    // Block index and the blocks it points to.
+    let ix = &b[index.offset..index.offset + index.len];
+    let n = u32_at(ix, 0) as usize;
+    assert_eq!((n, ix.len()), (2, 4 + 56 * n));
+    let mut cells = Vec::new();
+    let mut next_block = 0;
+    for i in 0..n {
+        let e = &ix[4 + 56 * i..];
+        let (first, last) = (&e[0..18], &e[18..36]);
+        let (off, len) = (u64_at(e, 36) as usize, u32_at(e, 44) as usize);
+        let (crc, count) = (u32_at(e, 48), u32_at(e, 52) as usize);
+        assert_eq!(off, next_block, "blocks are contiguous from offset 0");
+        next_block = off + len;
+        let blk = &b[off..off + len];
+        assert_eq!(&blk[0..4], b"TSBK");
+        assert_eq!(
+            (blk[4], blk[5], u16_at(blk, 6)),
+            (1, 0, 0),
+            "data, codec none"
+        );
+        assert_eq!(u32_at(blk, 8) as usize, count);
+        assert_eq!(u32_at(blk, 12) as usize, count * CELL_WIDTH, "raw_len");
+        assert_eq!(u32_at(blk, 16) as usize, len - 24, "body_len");
+        assert_eq!(u32_at(blk, 20), crc_of(&[&blk[0..20], &blk[24..]]));
+        assert_eq!(u32_at(blk, 20), crc, "index repeats the block crc");
+        let body = &blk[24..];
+        assert_eq!(first, &body[0..18]);
+        assert_eq!(last, &body[body.len() - CELL_WIDTH..][..18]);
+        cells.extend(body.chunks_exact(CELL_WIDTH).map(|c| c.to_vec()));
+    }
+    assert_eq!(next_block, index.offset, "the index follows the last block");
+    assert_eq!(cells.len(), HFILE_CELLS.len());
+    for (c, (ts, seq, kind, value)) in cells.iter().zip(HFILE_CELLS) {
+        assert_eq!(&c[0..18], &hand_key(DEVICE, ts));
+        assert_eq!((u64_at(c, 18), c[26], u64_at(c, 27)), (seq, kind, value));
+    }
+
+    // Bloom: every key and the device have all their probe bits set.
+    let bl = &b[bloom.offset..bloom.offset + bloom.len];
+    let (probes, bits) = (u32_at(bl, 0), u64_at(bl, 4));
+    assert_eq!((probes, bits), (7, 192));
+    assert_eq!(bl.len(), 12 + (bits / 8) as usize);
+    let words = &bl[12..];
+    let bit_set = |b: u64| words[(b / 8) as usize] & (1 << (b % 8)) != 0;
+    let probe_all = |x: &[u8]| {
+        let h = xxhash_rust::xxh3::xxh3_64_with_seed(x, 0x7e1e_5707_b100_0001);
+        let (h1, h2) = (h & 0xffff_ffff, (h >> 32) | 1);
+        (0..u64::from(probes)).all(|i| bit_set((h1 + i * h2) % bits))
+    };
+    for c in &cells {
+        assert!(probe_all(&c[0..18]), "bloom misses a key");
+    }
+    assert!(probe_all(&DEVICE.to_le_bytes()), "bloom misses the device");
+
+    // File info.
+    let fi = &b[info.offset..info.offset + info.len];
+    assert_eq!(fi.len(), 109);
+    assert_eq!(u32_at(fi, 0), TABLE_ID);
+    assert_eq!(u32_at(fi, 4), hand_layout_id(&[("value", 5)]));
+    assert_eq!(u32_at(fi, 8) as usize, FIELDS_WIDTH);
+    assert_eq!(fi[12], 0, "codec none");
+    assert_eq!((u64_at(fi, 13), u64_at(fi, 21), u32_at(fi, 29)), (3, 1, 1));
+    assert_eq!(&fi[33..51], &cells[0][0..18], "min_key");
+    assert_eq!(&fi[51..69], &cells[2][0..18], "max_key");
+    assert_eq!((i64_at(fi, 69), i64_at(fi, 77)), (T0_MS, T0_MS + 1_000));
+    assert_eq!(
+        (u64_at(fi, 85), u64_at(fi, 93)),
+        (1, 4),
+        "seq range incl. tombstones"
+    );
+    assert_eq!(i64_at(fi, 101), CREATED_MS);
+
+    // Range tombstones.
+    let tb = &b[tombs.offset..tombs.offset + tombs.len];
+    assert_eq!((u32_at(tb, 0), tb.len()), (1, 4 + 32));
+    let t = (
+        u64_at(tb, 4),
+        i64_at(tb, 12),
+        i64_at(tb, 20),
+        u64_at(tb, 28),
+    );
+    assert_eq!(t, (DEVICE, RANGE_FROM, RANGE_TO, 4));
+}
+
+fn open_hfile(p: &Path) -> telestore::Result<HFileReader> {
+    open_hfile_as(p, FIELDS_WIDTH, schema().layout_id())
+}
+
+/// Open as the engine does: fields width and layout id of the table checked.
+fn open_hfile_as(p: &Path, fields_width: usize, layout_id: u32) -> telestore::Result<HFileReader> {
+    HFileReader::open_checked(
+        p,
+        FILE_ID,
+        fields_width,
+        Some(layout_id),
+        Arc::new(BlockCache::new(1 << 20)),
+    )
+}
+
+#[test]
+fn hfile_is_accepted_by_the_crate() {
+    let b = read(&hfile_path());
+    assert_eq!(fuzz_decode_file(&b, FIELDS_WIDTH).unwrap(), 3);
+    let r = open_hfile(&hfile_path()).unwrap();
+    let i = r.info();
+    assert_eq!(
+        (i.table_id, i.cells, i.tombstones, i.range_tombstones),
+        (1, 3, 1, 1)
+    );
+    assert_eq!(i.layout_id, schema().layout_id());
+    assert_eq!(i.layout_id, hand_layout_id(&[("value", 5)]));
+    assert_eq!(r.range_tombstones(), &[range_tombstone()]);
+    assert!(r.may_contain_device(DeviceId(DEVICE)));
+    let mut n = 0;
+    for blk in 0..r.block_count() {
+        n += r.block(blk).unwrap().len() / CELL_WIDTH;
+    }
+    assert_eq!(n, 3);
+}
+
+/// After editing metadata on purpose: recompute, by hand, every section
+/// CRC named in the trailer and then the trailer CRC.
+fn fix_hfile_checksums(b: &mut [u8]) {
+    let t = b.len() - 76;
+    for i in 0..4 {
+        let r = t + 8 + 16 * i;
+        let (off, len) = (u64_at(b, r) as usize, u32_at(b, r + 8) as usize);
+        if let Some(body) = b.get(off..off + len) {
+            let c = crc32c::crc32c(body);
+            b[r + 12..r + 16].copy_from_slice(&c.to_le_bytes());
+        }
+    }
+    let c = crc32c::crc32c(&b[t..t + 72]);
+    b[t + 72..t + 76].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Write the fixture HFile changed by `f` to `p` and open it.
+fn open_changed(p: &Path, f: impl FnOnce(&mut Vec<u8>)) -> telestore::Result<HFileReader> {
+    let mut b = read(&hfile_path());
+    f(&mut b);
+    std::fs::write(p, &b).unwrap();
+    open_hfile(p)
+}
+
+#[track_caller]
+fn assert_checksum_at(r: telestore::Result<impl std::fmt::Debug>, p: &Path, offset: u64) {
+    match r {
+        Err(Error::ChecksumMismatch {
+            file,
+            offset: o,
+            expected,
+            actual,
+        }) => {
+            assert_eq!((file.as_path(), o), (p, offset));
+            assert_ne!(expected, actual);
+        }
+        other => panic!("expected ChecksumMismatch at {offset}, got {other:?}"),
+    }
+}
+
+#[test]
+fn hfile_corruption_is_handled_as_specified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join(HFILE_NAME);
+    // A flipped bit in a data block: the file opens (blocks are checked on
+    // read), reading the block is a ChecksumMismatch naming file and offset.
+    let r = open_changed(&p, |b| b[94 + 24 + 3] ^= 0x01).unwrap();
+    r.block(0).unwrap();
+    let b = read(&p);
+    match r.block(1) {
+        Err(Error::ChecksumMismatch {
+            file,
+            offset,
+            expected,
+            actual,
+        }) => {
+            assert_eq!((file, offset), (p.clone(), 94));
+            assert_eq!(expected, u32_at(&b, 94 + 20), "expected = stored");
+            assert_eq!(actual, crc_of(&[&b[94..94 + 20], &b[94 + 24..153]]));
+        }
+        other => panic!("expected ChecksumMismatch, got {other:?}"),
+    }
+    // A flipped bit in a section: ChecksumMismatch at the section's offset;
+    // the file does not open.
+    for (at, section) in [(200, 153), (300, 269), (400, 305), (420, 414)] {
+        let r = open_changed(&p, |b| b[at] ^= 0x01);
+        assert_checksum_at(r, &p, section);
+    }
+    // A flipped bit in the trailer after its magic (the CRC field included):
+    // ChecksumMismatch at file_len - 76.
+    for at in [450 + 4, 450 + 8, 450 + 20, 450 + 71, 525] {
+        let r = open_changed(&p, |b| b[at] ^= 0x01);
+        assert_checksum_at(r, &p, 450);
+    }
+    let r = open_changed(&p, |b| b[451] ^= 0x01);
+    assert_corrupt_at(r, HFILE_NAME, 450);
+    let r = open_changed(&p, |b| b.truncate(75));
+    assert_corrupt_at(r, HFILE_NAME, 0);
+    // Intact checksums, bad contents.
+    let r = open_changed(&p, |b| {
+        b[450 + 4] = 2;
+        fix_hfile_checksums(b);
+    });
+    assert!(
+        matches!(
+            r,
+            Err(Error::UnsupportedVersion {
+                what: "hfile",
+                version: 2
+            })
+        ),
+        "{r:?}"
+    );
+    let r = open_changed(&p, |b| {
+        b[450 + 8 + 16 * 3 + 8] += 1; // tombstones section runs into the trailer
+        fix_hfile_checksums(b);
+    });
+    assert_corrupt_at(r, HFILE_NAME, 450);
+    let r = open_changed(&p, |b| {
+        b[305 + 13] = 4; // info cells = 4, the index holds 3
+        fix_hfile_checksums(b);
+    });
+    assert_corrupt_at(r, HFILE_NAME, 153);
+}
+
+#[test]
+fn hfile_blocks_must_agree_with_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join(HFILE_NAME);
+    // Index entry 1 (at 153 + 4 + 56) says the block is 58 bytes, the block
+    // header says 24 + 35: the length must match exactly.
+    let entry1 = 153 + 4 + 56;
+    let r = open_changed(&p, |b| {
+        b[entry1 + 44] = 58;
+        fix_hfile_checksums(b);
+    })
+    .unwrap();
+    r.block(0).unwrap();
+    assert_corrupt_at(r.block(1), HFILE_NAME, 94);
+    // The block's CRC field must equal the index entry's crc.
+    let r = open_changed(&p, |b| {
+        b[entry1 + 48] ^= 0x01;
+        fix_hfile_checksums(b);
+    })
+    .unwrap();
+    assert_corrupt_at(r.block(1), HFILE_NAME, 94);
+    let r = open_changed(&p, |b| b[94 + 20] ^= 0x01).unwrap();
+    assert_corrupt_at(r.block(1), HFILE_NAME, 94);
+}
+
+#[test]
+fn hfile_must_match_the_table_layout() {
+    let p = hfile_path();
+    let layout = schema().layout_id();
+    open_hfile_as(&p, FIELDS_WIDTH, layout).unwrap();
+    let r = open_hfile_as(&p, FIELDS_WIDTH, hand_layout_id(&[("other", 5)]));
+    assert_corrupt_at(r, HFILE_NAME, 305);
+    let r = open_hfile_as(&p, FIELDS_WIDTH + 8, layout);
+    assert_corrupt_at(r, HFILE_NAME, 305);
+}
+
+#[test]
+fn hfile_seq_range_without_cells() {
+    // No cells, one range tombstone: the seq range is the tombstone's; ts
+    // range and keys are zero. No cells and no tombstones: all zero.
+    let tmp = tempfile::tempdir().unwrap();
+    let s = schema();
+    for (name, tombstones) in [("a.hfile", vec![range_tombstone()]), ("b.hfile", vec![])] {
+        let p = tmp.path().join(name);
+        let w = HFileWriter::create(
+            &StdBackend,
+            &p,
+            WriterOptions {
+                table_id: TABLE_ID,
+                layout_id: s.layout_id(),
+                fields_width: FIELDS_WIDTH,
+                compression: Compression::None,
+                block_size_bytes: FIXTURE_BLOCK_BYTES,
+                bloom: true,
+                expected_cells: 0,
+                created_ms: CREATED_MS,
+            },
+        )
+        .unwrap();
+        w.finish(&tombstones).unwrap();
+        let b = read(&p);
+        let [index, _, info, _] = hand_trailer(&b);
+        assert_eq!(
+            (index.offset, u32_at(&b, index.offset)),
+            (0, 0),
+            "no blocks"
+        );
+        let fi = &b[info.offset..info.offset + info.len];
+        let seq = if tombstones.is_empty() { 0 } else { 4 };
+        assert_eq!(
+            (u64_at(fi, 13), u32_at(fi, 29) as usize),
+            (0, tombstones.len())
+        );
+        assert_eq!(&fi[33..69], &[0u8; 36], "min_key, max_key");
+        assert_eq!((i64_at(fi, 69), i64_at(fi, 77)), (0, 0), "ts range");
+        assert_eq!((u64_at(fi, 85), u64_at(fi, 93)), (seq, seq), "seq range");
+        let r = open_hfile(&p).unwrap();
+        assert_eq!(r.info().min_seq, seq);
+    }
+}
+
+// ---------------------------------------------------------- manifest.md
+
+/// Record header length of manifest.md (`RECORD_HEADER_LEN`).
+const RECORD_HEADER: usize = 12;
+
+/// Records read by hand: `(offset, payload)`.
+fn hand_records(b: &[u8]) -> Vec<(usize, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut pos = 12;
+    while pos < b.len() {
+        let r = &b[pos..];
+        assert_eq!(
+            u32_at(r, 8),
+            crc32c::crc32c(&r[0..8]),
+            "header crc at {pos}"
+        );
+        let len = u32_at(r, 0) as usize;
+        assert!(len <= 16 << 20, "RECORD_LEN_MAX");
+        let p = &r[RECORD_HEADER..RECORD_HEADER + len];
+        assert_eq!(u32_at(r, 4), crc32c::crc32c(p), "payload crc at {pos}");
+        out.push((pos, p.to_vec()));
+        pos += RECORD_HEADER + len;
+    }
+    assert_eq!(pos, b.len());
+    out
+}
+
+/// A record framed by hand as manifest.md describes it.
+fn hand_record(payload: &[u8]) -> Vec<u8> {
+    let mut r = (payload.len() as u32).to_le_bytes().to_vec();
+    r.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    let h = crc32c::crc32c(&r);
+    r.extend_from_slice(&h.to_le_bytes());
+    r.extend_from_slice(payload);
+    r
+}
+
+#[test]
+fn manifest_follows_the_spec() {
+    let b = read(&manifest_path());
+    assert_eq!(b.len(), 186);
+    assert_eq!(&b[0..4], b"TSMF");
+    assert_eq!(u32_at(&b, 4), 1, "manifest version");
+    assert_eq!(u32_at(&b, 8), crc32c::crc32c(&b[0..8]));
+    let recs = hand_records(&b);
+    assert_eq!(recs.len(), 3);
+    let mut again = b[..12].to_vec();
+    for (_, p) in &recs {
+        again.extend(hand_record(p));
+    }
+    assert_eq!(again, b, "hand-framed records reproduce the file");
+
+    // FileIdFloor, first record of the snapshot a new store writes.
+    let (pos, p) = &recs[0];
+    assert_eq!((*pos, p.len()), (12, 9));
+    assert_eq!((p[0], u64_at(p, 1)), (3, 0), "max_file_id = 0");
+
+    // CreateTable.
+    let (pos, p) = &recs[1];
+    assert_eq!((*pos, p.len()), (33, 51));
+    assert_eq!((p[0], u32_at(p, 1)), (1, TABLE_ID));
+    assert_eq!(u16_at(p, 5), 8);
+    assert_eq!(&p[7..15], TABLE_NAME.as_bytes());
+    assert_eq!(u16_at(p, 15), 1, "field count");
+    assert_eq!(u16_at(p, 17), 5);
+    assert_eq!(&p[19..24], b"value");
+    assert_eq!(p[24], 5, "u64");
+    let o = &p[25..];
+    assert_eq!(i64_at(o, 0), 0, "no ttl");
+    assert_eq!(u32_at(o, 8), 1, "max_versions");
+    assert_eq!((o[12], u32_at(o, 13)), (0, 0), "codec none, level 0");
+    assert_eq!(u32_at(o, 17), 64 * 1024, "block_size_bytes");
+    assert_eq!((o[21], u32_at(o, 22)), (1, 16), "bloom, regions");
+
+    // Files.
+    let (pos, p) = &recs[2];
+    assert_eq!((*pos, p.len()), (96, 78));
+    assert_eq!((p[0], u32_at(p, 1)), (2, TABLE_ID));
+    assert_eq!((p[5], u64_at(p, 6)), (1, 4), "flushed_seq = Some(4)");
+    assert_eq!(u32_at(p, 14), 1, "one added file");
+    let f = &p[18..74];
+    let hfile_len = read(&hfile_path()).len() as u64;
+    assert_eq!(
+        (u64_at(f, 0), u64_at(f, 8), u64_at(f, 16)),
+        (FILE_ID, hfile_len, 3)
+    );
+    assert_eq!((u64_at(f, 24), u64_at(f, 32)), (1, 4));
+    assert_eq!((i64_at(f, 40), i64_at(f, 48)), (T0_MS, T0_MS + 1_000));
+    assert_eq!(u32_at(p, 74), 0, "no removed files");
+}
+
+#[test]
+fn manifest_is_accepted_by_the_crate() {
+    let b = read(&manifest_path());
+    assert_eq!(fuzz_decode_manifest(&b).unwrap(), 3);
+    for (pos, p) in hand_records(&b) {
+        match decode_framed(&b[pos..]) {
+            Framed::Record(_, used) => assert_eq!(used, RECORD_HEADER + p.len()),
+            other => panic!("record at {pos}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        decode_framed(&b[12..]),
+        Framed::Record(Record::FileIdFloor { max_file_id: 0 }, 21)
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("MANIFEST"), &b).unwrap();
+    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    let t = &m.state().tables[&TABLE_ID];
+    assert_eq!(t.schema, schema());
+    assert_eq!(t.flushed_seq, 4);
+    let len = read(&hfile_path()).len() as u64;
+    assert_eq!(
+        t.files.values().copied().collect::<Vec<_>>(),
+        [file_meta(len)]
+    );
+    assert_eq!(m.state().max_file_id, FILE_ID);
+}
+
+/// Open a copy of the fixture manifest changed by `f`; returns the state
+/// (or the error) and the file's length afterwards.
+fn open_manifest_changed(
+    f: impl FnOnce(&mut Vec<u8>),
+) -> (telestore::Result<telestore::manifest::State>, u64) {
+    let mut b = read(&manifest_path());
+    f(&mut b);
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("MANIFEST");
+    std::fs::write(&p, &b).unwrap();
+    let r = Manifest::open(tmp.path(), Arc::new(StdBackend)).map(|m| m.state().clone());
+    (r, std::fs::metadata(&p).unwrap().len())
+}
+
+/// `(tables, files of table 1, flushed_seq of table 1, max_file_id)`.
+fn summary(s: &telestore::manifest::State) -> (usize, usize, u64, u64) {
+    let (files, flushed) = s
+        .tables
+        .get(&TABLE_ID)
+        .map_or((0, 0), |t| (t.files.len(), t.flushed_seq));
+    (s.tables.len(), files, flushed, s.max_file_id)
+}
+
+#[track_caller]
+fn assert_manifest_checksum_at(r: telestore::Result<telestore::manifest::State>, offset: u64) {
+    match r {
+        Err(Error::ChecksumMismatch {
+            file,
+            offset: o,
+            expected,
+            actual,
+        }) => {
+            assert!(file.ends_with("MANIFEST"), "{}", file.display());
+            assert_eq!(o, offset);
+            assert_ne!(expected, actual);
+        }
+        other => panic!("expected ChecksumMismatch at {offset}, got {other:?}"),
+    }
+}
+
+#[test]
+fn manifest_torn_append_is_dropped() {
+    // Cut anywhere: the incomplete record is dropped and the file truncated.
+    for cut in 12..=186 {
+        let (r, len) = open_manifest_changed(|b| b.truncate(cut));
+        let s = r.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let want = match cut {
+            0..=32 => ((0, 0, 0, 0), 12),
+            33..=95 => ((0, 0, 0, 0), 33),
+            96..=185 => ((1, 0, 0, 0), 96),
+            _ => ((1, 1, 4, 1), 186),
+        };
+        assert_eq!((summary(&s), len), want, "cut at {cut}");
+    }
+    // Zeros instead of the last record (size extended, data never written),
+    // or instead of its payload only.
+    for from in [96, 96 + 12] {
+        let (r, len) = open_manifest_changed(|b| b[from..].fill(0));
+        assert_eq!((summary(&r.unwrap()), len), ((1, 0, 0, 0), 96));
+    }
+    // Zeros after the last record.
+    let (r, len) = open_manifest_changed(|b| b.resize(186 + 100, 0));
+    assert_eq!((summary(&r.unwrap()), len), ((1, 1, 4, 1), 186));
+}
+
+#[test]
+fn manifest_corruption_is_handled_as_specified() {
+    let flipped = |at: usize| open_manifest_changed(|b| b[at] ^= 0x01);
+    // Rot in the last, complete record: an error, never dropped.
+    let (r, len) = flipped(96 + 12 + 20);
+    assert_manifest_checksum_at(r, 96);
+    assert_eq!(len, 186, "nothing is cut");
+    let (r, _) = flipped(96 + 1);
+    assert_manifest_checksum_at(r, 96);
+    let (r, _) = open_manifest_changed(|b| b[150..].fill(0));
+    assert_manifest_checksum_at(r, 96);
+    // Damage before the last record.
+    let (r, _) = flipped(33 + 12 + 10);
+    assert_manifest_checksum_at(r, 33);
+    let (r, _) = flipped(12 + 4); // payload_crc is covered by header_crc
+    assert_manifest_checksum_at(r, 12);
+    let (r, _) = open_manifest_changed(|b| b[33..96].fill(0));
+    assert_manifest_checksum_at(r, 33);
+    // Valid checksums, invalid contents: Corrupt, even as the last record.
+    let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&[9, 0, 0])));
+    assert_corrupt_at(r, "MANIFEST", 186);
+    assert_eq!(len, 186 + 15);
+    let (r, _) = open_manifest_changed(|b| {
+        let mut h = ((16u32 << 20) + 1).to_le_bytes().to_vec();
+        h.extend_from_slice(&[0; 4]);
+        let c = crc32c::crc32c(&h);
+        h.extend_from_slice(&c.to_le_bytes());
+        b.extend(h);
+    });
+    assert_corrupt_at(r, "MANIFEST", 186);
+    let (r, _) = open_manifest_changed(|b| {
+        let again = b[33..96].to_vec(); // CreateTable of table 1, again
+        b.extend(again);
+    });
+    assert_corrupt_at(r, "MANIFEST", 186);
+    // Header.
+    let (r, _) = flipped(5);
+    assert!(
+        matches!(r, Err(Error::ChecksumMismatch { offset: 0, .. })),
+        "manifest header CRC: {r:?}"
+    );
+    let (r, _) = open_manifest_changed(|b| {
+        b[4] = 2;
+        let c = crc32c::crc32c(&b[0..8]);
+        b[8..12].copy_from_slice(&c.to_le_bytes());
+    });
+    assert!(
+        matches!(
+            r,
+            Err(Error::UnsupportedVersion {
+                what: "manifest",
+                version: 2
+            })
+        ),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn manifest_file_id_floor_and_leftover_tmp() {
+    // A FileIdFloor raises the highest file id (so ids are never reused).
+    let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&floor_payload(9))));
+    assert_eq!(summary(&r.unwrap()), (1, 1, 4, 9));
+    // It never lowers it.
+    let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&floor_payload(0))));
+    assert_eq!(summary(&r.unwrap()), (1, 1, 4, 1));
+    // A snapshot starts with the floor: FileIdFloor(max_file_id) first.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("MANIFEST"), read(&manifest_path())).unwrap();
+    std::fs::write(tmp.path().join("MANIFEST.tmp"), b"half a snapshot").unwrap();
+    let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    assert!(
+        !tmp.path().join("MANIFEST.tmp").exists(),
+        "leftover removed"
+    );
+    m.rewrite().unwrap();
+    let b = read(&tmp.path().join("MANIFEST"));
+    let recs = hand_records(&b);
+    assert_eq!(recs[0], (12, floor_payload(FILE_ID)));
+    assert_eq!(recs.len(), 3, "floor, CreateTable, Files");
+}
+
+fn floor_payload(max_file_id: u64) -> Vec<u8> {
+    let mut p = vec![3];
+    p.extend_from_slice(&max_file_id.to_le_bytes());
+    p
+}
+
+// ------------------------------------------------------ whole directory
+
+#[test]
+fn fixture_store_directory_opens_and_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    for p in [manifest_path(), wal_path(), hfile_path()] {
+        let rel = p.strip_prefix(store_dir()).unwrap();
+        let dest = dir.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&p, &dest).unwrap();
+    }
+    let opts = Options {
+        io: Some(IoChoice::Std),
+        ..Options::default()
+    };
+    let store = Store::open(&dir, opts).unwrap();
+    let rows = store.latest(TABLE_NAME, DEVICE, 10).unwrap();
+    assert_eq!(rows.len(), 1, "the older row is deleted");
+    assert_eq!((rows[0].ts, rows[0].seq), (T0_MS + 1_000, 2));
+    assert_eq!(rows[0].fields, 8u64.to_le_bytes());
+    assert!(store.get(TABLE_NAME, DEVICE, T0_MS).unwrap().is_none());
+    store.close().unwrap();
+}
