@@ -202,4 +202,12 @@ fn segment_cut_short_at_creation_is_removed() {
         batches_present(dir.path(), Options::default()),
         (0..BATCHES).collect::<Vec<_>>()
     );
+    // The file grew but its header never reached the disk: zeros.
+    let zeros = wal.join(telestore::wal::segment::file_name(30));
+    std::fs::write(&zeros, [0u8; 64]).unwrap();
+    assert_eq!(
+        batches_present(dir.path(), Options::default()),
+        (0..BATCHES).collect::<Vec<_>>()
+    );
+    assert!(!zeros.exists());
 }
