@@ -202,7 +202,9 @@ fn flushed_fleet() -> (Store, tempfile::TempDir) {
         store.write(TABLE, &rows, Durability::Async).expect("write");
     }
     store.flush().expect("flush");
-    assert!(store.stats().hfiles >= 1);
+    let stats = store.stats();
+    assert!(stats.hfiles >= 1, "flush wrote no hfile");
+    assert_eq!(stats.memstore_bytes, 0, "reads must come from hfiles");
     (store, dir)
 }
 

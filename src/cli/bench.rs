@@ -42,6 +42,9 @@ pub struct IngestArgs {
     /// Rows written for one device to measure a long single-device scan.
     #[arg(long, default_value_t = 1_000_000)]
     scan_rows: u64,
+    /// Table compression: none, snappy, zstd or zstd:LEVEL.
+    #[arg(long, default_value = "zstd")]
+    compression: String,
     /// Keep the directory afterwards.
     #[arg(long)]
     keep: bool,
@@ -54,14 +57,17 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;
     }
     let store = Arc::new(Store::open(&a.dir, Options::default())?);
-    store.create_table(readings_schema("readings"))?;
+    let mut schema = readings_schema("readings");
+    schema.options.compression = telestore::Compression::parse(&a.compression)?;
+    store.create_table(schema)?;
     println!(
-        "telestore bench ingest: {} devices x {} rows, batches of {}, {} writers, durability {}, io {}",
+        "telestore bench ingest: {} devices x {} rows, batches of {}, {} writers, durability {}, {}, io {}",
         a.devices,
         a.rows_per_device,
         a.batch,
         a.writers,
         durability.name(),
+        a.compression,
         store.io_kind().name()
     );
     let total = a.devices * a.rows_per_device;

@@ -21,6 +21,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 pub fn open(dir: &Path, opts: Options) -> Result<Store> {
+    opts.validate()?;
     for d in [dir.to_path_buf(), dir.join("wal"), dir.join("tables")] {
         std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
     }

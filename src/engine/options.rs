@@ -81,6 +81,33 @@ impl Default for Options {
     }
 }
 
+/// Smallest and largest memstore flush threshold (memstore offsets are
+/// 32-bit; 2 GiB plus one maximal batch stays below 4 GiB).
+pub const FLUSH_THRESHOLD_MIN: usize = 4 << 10;
+pub const FLUSH_THRESHOLD_MAX: usize = 2 << 30;
+
+impl Options {
+    /// Reject settings outside their limits.
+    pub fn validate(&self) -> Result<()> {
+        if !(FLUSH_THRESHOLD_MIN..=FLUSH_THRESHOLD_MAX).contains(&self.flush_threshold_bytes) {
+            return Err(Error::invalid(
+                "flush_threshold_bytes",
+                format!(
+                    "{} outside {FLUSH_THRESHOLD_MIN}..={FLUSH_THRESHOLD_MAX}",
+                    self.flush_threshold_bytes
+                ),
+            ));
+        }
+        if self.wal_segment_bytes < 4096 {
+            return Err(Error::invalid(
+                "wal_segment_bytes",
+                format!("{} below 4096", self.wal_segment_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")

@@ -106,23 +106,33 @@ impl Memstore {
             batch.width() - crate::schema::ROW_HEAD_LEN,
             self.fields_width
         );
-        let mut g = self.write();
-        let inner = &mut *g;
-        inner.arena.reserve(batch.len() * self.fields_width);
-        let mut seq = first_seq;
+        // Keys are computed and sorted outside the lock: inserting in key
+        // order walks neighbouring tree paths (far fewer cache misses than
+        // random order) and keeps the write lock short.
+        let mut keys = Vec::with_capacity(batch.len());
         let mut last = (u64::MAX, 0u16);
-        for (head, fields) in batch.rows() {
+        for (i, (head, _)) in batch.rows().enumerate() {
             if head.device != last.0 {
                 last = (head.device, key::prefix(DeviceId(head.device)));
             }
             let k = key::encode_with_prefix(last.1, DeviceId(head.device), head.ts);
-            let off = inner.arena.len() as u32;
+            keys.push((mem_key(&k, first_seq + i as u64), i as u32));
+        }
+        keys.sort_unstable_by_key(|(k, _)| *k);
+        let width = self.fields_width;
+        let mut g = self.write();
+        let inner = &mut *g;
+        let base = inner.arena.len();
+        inner.arena.reserve(batch.len() * width);
+        for (_, fields) in batch.rows() {
             inner.arena.extend_from_slice(fields);
-            inner.map.insert(mem_key(&k, seq), (CellKind::Put, off));
-            seq += 1;
+        }
+        for (k, i) in keys {
+            let off = (base + i as usize * width) as u32;
+            inner.map.insert(k, (CellKind::Put, off));
         }
         drop(g);
-        self.account(batch.len(), seq - 1);
+        self.account(batch.len(), first_seq + batch.len() as u64 - 1);
     }
 
     /// Insert point tombstones numbered from `first_seq`.
