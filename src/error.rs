@@ -114,9 +114,9 @@ impl Error {
     }
 
     /// Place a decoder's error in a file: [`Error::Decode`] becomes
-    /// [`Error::Corrupt`] at `base`; a [`Error::ChecksumMismatch`] without a
-    /// file gets `file` and its offset moved by `base`. Other variants pass
-    /// through.
+    /// [`Error::Corrupt`] at `base`; a [`Error::ChecksumMismatch`] or
+    /// [`Error::Corrupt`] without a file gets `file` and its offset moved by
+    /// `base`. Other variants pass through.
     pub fn at(self, file: impl Into<PathBuf>, base: u64) -> Self {
         match self {
             Error::Decode { what, message } => Error::Corrupt {
@@ -134,6 +134,15 @@ impl Error {
                 offset: base + offset,
                 expected,
                 actual,
+            },
+            Error::Corrupt {
+                what,
+                file: f,
+                offset,
+            } if f.as_os_str().is_empty() => Error::Corrupt {
+                what,
+                file: file.into(),
+                offset: base + offset,
             },
             other => other,
         }

@@ -138,6 +138,15 @@ pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, Block
             actual,
         });
     }
+    if cell_width < CELL_HEAD_LEN || h.raw_len as usize != h.cells as usize * cell_width {
+        return Err(BlockError::Other(Error::decode(
+            "block",
+            format!(
+                "raw length {} for {} cells of {cell_width}",
+                h.raw_len, h.cells
+            ),
+        )));
+    }
     let raw = decompress(h.codec, body, h.raw_len as usize).map_err(BlockError::Other)?;
     check_cells(&raw, h.cells, cell_width).map_err(BlockError::Other)?;
     Ok(raw)

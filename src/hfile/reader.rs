@@ -46,43 +46,36 @@ pub struct Parsed {
     pub tombstones: Vec<RangeTombstone>,
 }
 
-fn section<'a>(data: &'a [u8], s: &SectionRef, what: &'static str, base: u64) -> Result<&'a [u8]> {
-    let start = s
-        .offset
-        .checked_sub(base)
-        .ok_or_else(|| Error::decode(what, "offset before section area"))? as usize;
-    let b = data
-        .get(start..start + s.len as usize)
-        .ok_or_else(|| Error::decode(what, "outside the file"))?;
-    let actual = crc(b);
-    if actual != s.crc {
-        return Err(Error::checksum(start as u64, s.crc, actual));
-    }
-    Ok(b)
-}
-
-/// Parse the sections given `meta` = file bytes from `base` to the trailer.
-pub fn parse_sections(meta: &[u8], base: u64, t: &Trailer) -> Result<Parsed> {
-    let index = decode_index(
-        section(meta, &t.index, "hfile index", base)?,
-        t.index.offset,
-    )?;
-    let bloom_b = section(meta, &t.bloom, "hfile bloom", base)?;
-    let bloom = if bloom_b.is_empty() {
-        None
-    } else {
-        Some(Bloom::decode(bloom_b)?)
+/// Parse the four sections; `read` returns the bytes of one section.
+/// Every section's checksum is verified; errors name the section's offset
+/// (the file is filled in by `Error::at`).
+pub fn parse_sections(
+    t: &Trailer,
+    mut read: impl FnMut(&SectionRef) -> Result<Vec<u8>>,
+) -> Result<Parsed> {
+    let mut section = |s: &SectionRef| -> Result<Vec<u8>> {
+        let b = read(s)?;
+        let actual = crc(&b);
+        if actual != s.crc {
+            return Err(Error::checksum(s.offset, s.crc, actual));
+        }
+        Ok(b)
     };
-    let info = FileInfo::decode(section(meta, &t.info, "hfile info", base)?)?;
-    let tombstones = decode_tombstones(section(
-        meta,
-        &t.tombstones,
-        "hfile range tombstones",
-        base,
-    )?)?;
+    let at = |s: &SectionRef| {
+        let off = s.offset;
+        move |e: Error| e.at("", off)
+    };
+    let index = decode_index(&section(&t.index)?, t.index.offset).map_err(at(&t.index))?;
+    let b = section(&t.bloom)?;
+    let bloom = match b.as_slice() {
+        [] => None,
+        bytes => Some(Bloom::decode(bytes).map_err(at(&t.bloom))?),
+    };
+    let info = FileInfo::decode(&section(&t.info)?).map_err(at(&t.info))?;
+    let tombstones = decode_tombstones(&section(&t.tombstones)?).map_err(at(&t.tombstones))?;
     let cells: u64 = index.iter().map(|e| u64::from(e.cells)).sum();
     if cells != info.cells || tombstones.len() != info.range_tombstones as usize {
-        return Err(Error::decode("hfile info", "counts disagree with index"));
+        return Err(Error::decode("hfile info", "counts disagree with index")).map_err(at(&t.info));
     }
     Ok(Parsed {
         index,
@@ -90,6 +83,26 @@ pub fn parse_sections(meta: &[u8], base: u64, t: &Trailer) -> Result<Parsed> {
         info,
         tombstones,
     })
+}
+
+/// Verify and decode one stored block against its index entry. Errors are
+/// relative to the block (placed in the file by `Error::at`).
+pub fn check_block(e: &IndexEntry, b: &[u8], cell_width: usize) -> Result<Vec<u8>> {
+    if b.len() >= block::BLOCK_HEADER_LEN && crate::util::bin::le_u32(b, 20) != e.crc {
+        return Err(Error::decode(
+            "block",
+            "checksum field differs from the index entry",
+        ));
+    }
+    match block::decode(b, cell_width) {
+        Ok(raw) if raw.len() == e.cells as usize * cell_width => Ok(raw),
+        Ok(_) => Err(Error::decode(
+            "block",
+            "cell count disagrees with the index",
+        )),
+        Err(BlockError::Checksum { expected, actual }) => Err(Error::checksum(0, expected, actual)),
+        Err(BlockError::Other(err)) => Err(err),
+    }
 }
 
 impl HFileReader {
@@ -122,14 +135,10 @@ impl HFileReader {
         let toff = len - TRAILER_LEN as u64;
         let tb = read_exact(&file, path, toff, TRAILER_LEN)?;
         let t = Trailer::decode(&tb, len).map_err(|e| e.at(path, toff))?;
-        let base = t
-            .index
-            .offset
-            .min(t.bloom.offset)
-            .min(t.info.offset)
-            .min(t.tombstones.offset);
-        let meta = read_exact(&file, path, base, (toff - base) as usize)?;
-        let p = parse_sections(&meta, base, &t).map_err(|e| e.at(path, base))?;
+        let p = parse_sections(&t, |sec| {
+            read_exact(&file, path, sec.offset, sec.len as usize)
+        })
+        .map_err(|e| e.at(path, 0))?;
         if p.info.fields_width as usize != fields_width {
             return Err(Error::corrupt(
                 format!(
@@ -215,28 +224,7 @@ impl HFileReader {
         let e = self.index[i];
         self.cache.get_or_load(self.file_id, i as u32, || {
             let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
-            if b.len() >= 24 && crate::util::bin::le_u32(&b, 20) != e.crc {
-                return Err(Error::corrupt(
-                    "block checksum field differs from the index entry",
-                    &self.path,
-                    e.offset,
-                ));
-            }
-            match block::decode(&b, self.cell_width) {
-                Ok(raw) if raw.len() == e.cells as usize * self.cell_width => Ok(raw),
-                Ok(_) => Err(Error::corrupt(
-                    "block cell count disagrees with index",
-                    &self.path,
-                    e.offset,
-                )),
-                Err(BlockError::Checksum { expected, actual }) => Err(Error::ChecksumMismatch {
-                    file: self.path.clone(),
-                    offset: e.offset,
-                    expected,
-                    actual,
-                }),
-                Err(BlockError::Other(err)) => Err(err.at(&self.path, e.offset)),
-            }
+            check_block(&e, &b, self.cell_width).map_err(|err| err.at(&self.path, e.offset))
         })
     }
 
@@ -265,23 +253,21 @@ pub fn fuzz_decode_file(data: &[u8], fields_width: usize) -> Result<u64> {
     }
     let toff = data.len() - TRAILER_LEN;
     let t = Trailer::decode(&data[toff..], data.len() as u64)?;
-    let p = parse_sections(&data[..toff], 0, &t)?;
+    let p = parse_sections(&t, |s| {
+        data.get(s.offset as usize..(s.offset + u64::from(s.len)) as usize)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::decode("hfile", "section outside"))
+    })?;
+    if p.info.fields_width as usize != fields_width {
+        return Err(Error::decode("hfile", "fields width differs"));
+    }
+    let width = cell::cell_width(fields_width);
     let mut cells = 0;
     for e in &p.index {
         let b = data
             .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
             .ok_or_else(|| Error::decode("hfile", "block outside"))?;
-        if b.len() >= 24 && crate::util::bin::le_u32(b, 20) != e.crc {
-            return Err(Error::decode(
-                "hfile",
-                "block checksum differs from the index",
-            ));
-        }
-        let raw = block::decode(b, cell::cell_width(fields_width)).map_err(|e| match e {
-            BlockError::Checksum { .. } => Error::decode("block", "checksum"),
-            BlockError::Other(e) => e,
-        })?;
-        cells += (raw.len() / cell::cell_width(fields_width)) as u64;
+        cells += (check_block(e, b, width)?.len() / width) as u64;
     }
     Ok(cells)
 }

@@ -59,7 +59,8 @@ pub struct DecodedKey {
     pub ts: i64,
 }
 
-/// Decode a key; any length other than [`KEY_LEN`] is an error.
+/// Decode a key; any length other than [`KEY_LEN`], or a prefix that is
+/// not the hash of the key's device, is an error.
 pub fn decode(bytes: &[u8]) -> Result<DecodedKey> {
     let k: &RowKey = bytes.try_into().map_err(|_| {
         Error::decode(
@@ -67,7 +68,18 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedKey> {
             format!("expected {KEY_LEN} bytes, got {}", bytes.len()),
         )
     })?;
-    Ok(decode_fixed(k))
+    let d = decode_fixed(k);
+    let want = prefix(d.device);
+    if d.prefix != want {
+        return Err(Error::decode(
+            "row key",
+            format!(
+                "prefix {:#06x} is not device {}'s hash prefix {want:#06x}",
+                d.prefix, d.device.0
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// Decode a key of the right length (infallible).
@@ -129,7 +141,11 @@ mod tests {
         assert!(decode(&[0u8; 17]).is_err());
         assert!(decode(&[0u8; 19]).is_err());
         assert!(decode(&[]).is_err());
-        assert!(decode(&[0u8; 18]).is_ok());
+        let zero = encode(DeviceId(0), i64::MAX);
+        assert!(decode(&zero).is_ok());
+        let mut wrong = zero;
+        wrong[0] ^= 1;
+        assert!(decode(&wrong).is_err(), "prefix not matching the device");
     }
 
     proptest! {
