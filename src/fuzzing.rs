@@ -18,6 +18,27 @@ pub fn wal_frames(data: &[u8]) {
     let _ = wal::frame::fuzz_decode_frames(data);
 }
 
+/// A whole WAL segment through the recovery decisions (as the last
+/// segment and as a sealed one); a `Torn` verdict must leave only valid
+/// entries before the cut.
+pub fn wal_segment(data: &[u8]) {
+    let p = std::path::Path::new("fuzz.wal");
+    let no = data.get(8..16).map_or(0, crate::util::bin::le_u64_slice);
+    for last in [true, false] {
+        if let Ok(scan) = wal::scan_segment(data, p, no, last, 0) {
+            let mut end = wal::segment::SEGMENT_HEADER_LEN;
+            for (pos, e) in &scan.entries {
+                assert_eq!(*pos, end, "entries are contiguous");
+                end += e.encoded_len();
+            }
+            if let wal::Verdict::Torn(pos) | wal::Verdict::Corrupt(pos, _) = scan.verdict {
+                assert_eq!(pos, end, "the verdict is at the first bad frame");
+                assert!(last || matches!(scan.verdict, wal::Verdict::Corrupt(..)));
+            }
+        }
+    }
+}
+
 /// A WAL segment header.
 pub fn wal_segment_header(data: &[u8]) {
     let _ = wal::segment::decode_header(data, std::path::Path::new("fuzz"));
@@ -44,9 +65,10 @@ pub fn hfile_file(data: &[u8]) {
     let _ = reader::fuzz_decode_file(rest, usize::from(*w));
 }
 
-/// A manifest image.
+/// A manifest image: decode its records and apply them to a state.
 pub fn manifest_log(data: &[u8]) {
     let _ = manifest::record::fuzz_decode_manifest(data);
+    let _ = manifest::fuzz_apply_manifest(data);
 }
 
 /// A named fuzz entry point (for the smoke tests and `fuzz/`).
@@ -56,6 +78,7 @@ pub type Target = (&'static str, fn(&[u8]));
 pub const TARGETS: &[Target] = &[
     ("key_decode", key_decode),
     ("wal_frames", wal_frames),
+    ("wal_segment", wal_segment),
     ("wal_segment_header", wal_segment_header),
     ("hfile_block", hfile_block),
     ("hfile_trailer", hfile_trailer),

@@ -202,6 +202,11 @@ fn reseal_hfile(data: &mut [u8]) {
 fn reseal(target: &str, b: &mut [u8]) {
     match target {
         "wal_frames" => reseal_frames(b),
+        "wal_segment" if b.len() >= segment::SEGMENT_HEADER_LEN => {
+            let c = crc32c::crc32c(&b[..16]);
+            put_crc(b, 16, c);
+            reseal_frames(&mut b[segment::SEGMENT_HEADER_LEN..]);
+        }
         "wal_segment_header" if b.len() >= segment::SEGMENT_HEADER_LEN => {
             let c = crc32c::crc32c(&b[..16]);
             put_crc(b, 16, c);
@@ -386,6 +391,14 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
         assert_eq!(got.expect("valid segment header"), n);
     }
     m.insert("wal_segment_header", headers);
+    // A whole segment: header then frames, as the WAL writer lays it out.
+    let mut seg = segment::encode_header(3);
+    seg.extend_from_slice(&wal_frames());
+    let scan = telestore::wal::scan_segment(&seg, std::path::Path::new("seed.wal"), 3, true, 0)
+        .expect("valid segment");
+    assert!(matches!(scan.verdict, telestore::wal::Verdict::Clean));
+    assert_eq!(scan.entries.len(), 3);
+    m.insert("wal_segment", vec![seg]);
     m.insert("hfile_block", blocks());
     let tomb = RangeTombstone {
         device: DeviceId(2),

@@ -105,6 +105,28 @@ impl State {
     }
 }
 
+/// Fuzz entry point: decode a manifest image and apply every record to a
+/// state, as `Manifest::open` does. Returns the number of records applied.
+pub fn fuzz_apply_manifest(data: &[u8]) -> Result<usize> {
+    record::decode_header(data)?;
+    let mut state = State::default();
+    let mut pos = MANIFEST_HEADER_LEN;
+    let mut n = 0;
+    while pos < data.len() {
+        match decode_framed(&data[pos..]) {
+            Framed::Record(r, used) => {
+                state
+                    .apply(&r)
+                    .map_err(|m| Error::decode("manifest edit", m))?;
+                pos += used;
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    Ok(n)
+}
+
 /// The open manifest log.
 pub struct Manifest {
     dir: PathBuf,

@@ -131,6 +131,11 @@ pub fn le_u32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(a)
 }
 
+/// A little-endian u64 from a slice of exactly 8 bytes (0 otherwise).
+pub fn le_u64_slice(b: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(b).map_or(0, u64::from_le_bytes)
+}
+
 /// Read a little-endian u64 at `off` (caller guarantees bounds).
 pub fn le_u64(b: &[u8], off: usize) -> u64 {
     let mut a = [0u8; 8];

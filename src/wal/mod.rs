@@ -7,7 +7,7 @@ mod replay;
 pub mod segment;
 
 pub use frame::{Entry, EntryKind};
-pub use replay::{replay, ReplayOutcome};
+pub use replay::{replay, scan_segment, ReplayOutcome, SegmentScan, Verdict};
 pub use segment::SegmentInfo;
 
 use crate::error::Result;

@@ -26,6 +26,80 @@ pub struct ReplayOutcome {
     pub entries: u64,
 }
 
+/// How a segment's scan ended.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Every byte belonged to a valid entry.
+    Clean,
+    /// The last segment ends in a torn or corrupt last entry at this offset.
+    Torn(usize),
+    /// Corruption before the tail at this offset (salvage may cut there).
+    Corrupt(usize, Error),
+}
+
+/// The valid entries of one segment (with their offsets) and its verdict.
+#[derive(Debug)]
+pub struct SegmentScan<'a> {
+    pub entries: Vec<(usize, Entry<'a>)>,
+    pub verdict: Verdict,
+}
+
+/// Decide, without side effects, what a segment holds. `last` says whether
+/// it is the newest segment (only there can a tail be torn); `prev_seq` is
+/// the last sequence number before it. Errors that salvage cannot fix
+/// (header, sequence order) are `Err`.
+pub fn scan_segment<'a>(
+    data: &'a [u8],
+    path: &Path,
+    no: u64,
+    last: bool,
+    prev_seq: u64,
+) -> Result<SegmentScan<'a>> {
+    let hdr_no = segment::decode_header(data, path)?;
+    if hdr_no != no {
+        return Err(Error::corrupt(
+            format!("wal segment number {hdr_no} in a file named {no}"),
+            path,
+            8,
+        ));
+    }
+    let mut entries = Vec::new();
+    let mut last_seq = prev_seq;
+    let mut pos = segment::SEGMENT_HEADER_LEN;
+    while pos < data.len() {
+        match decode(&data[pos..]) {
+            Decoded::Entry(e, used) => {
+                if e.first_seq <= last_seq {
+                    return Err(Error::corrupt(
+                        format!(
+                            "wal sequence {} after {last_seq} (not increasing)",
+                            e.first_seq
+                        ),
+                        path,
+                        pos as u64,
+                    ));
+                }
+                last_seq = e.last_seq();
+                entries.push((pos, e));
+                pos += used;
+            }
+            bad => {
+                let tail = last && (bad == Decoded::Incomplete || !valid_header_after(data, pos));
+                let verdict = if tail {
+                    Verdict::Torn(pos)
+                } else {
+                    Verdict::Corrupt(pos, mid_log_error(bad, pos, path))
+                };
+                return Ok(SegmentScan { entries, verdict });
+            }
+        }
+    }
+    Ok(SegmentScan {
+        entries,
+        verdict: Verdict::Clean,
+    })
+}
+
 /// Replay every segment in `dir`, calling `apply` for each entry in order.
 pub fn replay(
     dir: &Path,
@@ -40,11 +114,6 @@ pub fn replay(
         let last = i + 1 == n;
         let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         out.last_segment = out.last_segment.max(no);
-        let mut info = SegmentInfo {
-            no,
-            path: path.clone(),
-            ..Default::default()
-        };
         let never_written =
             data.len() < segment::SEGMENT_HEADER_LEN || data.iter().all(|b| *b == 0);
         if never_written && last {
@@ -57,54 +126,32 @@ pub fn replay(
             backend.sync_dir(dir)?;
             continue;
         }
-        let hdr_no = segment::decode_header(&data, &path)?;
-        if hdr_no != no {
-            return Err(Error::corrupt(
-                format!("wal segment number {hdr_no} in a file named {no}"),
-                &path,
-                8,
-            ));
+        let scan = scan_segment(&data, &path, no, last, out.last_seq)?;
+        let mut info = SegmentInfo {
+            no,
+            path: path.clone(),
+            ..Default::default()
+        };
+        for (pos, e) in &scan.entries {
+            apply(e).map_err(|err| err.at(&path, *pos as u64))?;
+            out.last_seq = e.last_seq();
+            out.entries += 1;
+            info.note(e.table_id, e.last_seq());
         }
-        let mut pos = segment::SEGMENT_HEADER_LEN;
-        while pos < data.len() {
-            match decode(&data[pos..]) {
-                Decoded::Entry(e, used) => {
-                    if e.first_seq <= out.last_seq {
-                        return Err(Error::corrupt(
-                            format!(
-                                "wal sequence {} after {} (not increasing)",
-                                e.first_seq, out.last_seq
-                            ),
-                            &path,
-                            pos as u64,
-                        ));
-                    }
-                    apply(&e).map_err(|err| err.at(&path, pos as u64))?;
-                    out.last_seq = e.last_seq();
-                    out.entries += 1;
-                    info.note(e.table_id, e.last_seq());
-                    pos += used;
-                }
-                bad => {
-                    let tail =
-                        last && (bad == Decoded::Incomplete || !valid_header_after(&data, pos));
-                    if tail {
-                        cut(backend, &path, pos, data.len(), &mut out)?;
-                        break;
-                    }
-                    if !salvage {
-                        return Err(mid_log_error(bad, pos, &path));
-                    }
-                    tracing::error!(
-                        "salvage: cutting WAL {} at offset {pos} ({bad:?}); {} bytes and every later segment dropped",
-                        path.display(),
-                        data.len() - pos
-                    );
-                    cut(backend, &path, pos, data.len(), &mut out)?;
-                    out.segments.push(info);
-                    drop_later(dir, backend, no)?;
-                    return Ok(out);
-                }
+        match scan.verdict {
+            Verdict::Clean => {}
+            Verdict::Torn(pos) => cut(backend, &path, pos, data.len(), &mut out)?,
+            Verdict::Corrupt(_, e) if !salvage => return Err(e),
+            Verdict::Corrupt(pos, e) => {
+                tracing::error!(
+                    "salvage: cutting WAL {} at offset {pos} ({e}); {} bytes and every later segment dropped",
+                    path.display(),
+                    data.len() - pos
+                );
+                cut(backend, &path, pos, data.len(), &mut out)?;
+                out.segments.push(info);
+                drop_later(dir, backend, no)?;
+                return Ok(out);
             }
         }
         out.segments.push(info);
