@@ -208,13 +208,16 @@ impl Committer {
         }
         if !self.buf.is_empty() {
             let buf = std::mem::take(&mut self.buf);
-            let res = self.shared.wal().write(buf, &tables);
+            // One backend request writes the group and, when any writer
+            // asked for `sync`, fdatasyncs it (covering earlier async
+            // writes too).
+            let res = self.shared.wal().write(buf, &tables, need_sync);
             match res {
                 Ok(b) => self.buf = b,
                 Err(e) => return Err(self.shared.poison(&e)),
             }
             if need_sync {
-                self.sync_wal()?;
+                self.unsynced_since = None;
             } else if self.unsynced_since.is_none() {
                 self.unsynced_since = Some(Instant::now());
             }

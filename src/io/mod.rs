@@ -89,6 +89,13 @@ pub trait IoFile: Send + Sync {
     fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>>;
     /// fdatasync.
     fn sync_data(&self) -> Result<()>;
+    /// Write all of `buf` at `offset`, then fdatasync: one request where the
+    /// backend can chain them (a WAL group commit).
+    fn write_sync_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
+        let buf = self.write_at(buf, offset)?;
+        self.sync_data()?;
+        Ok(buf)
+    }
     /// fsync.
     fn sync_all(&self) -> Result<()>;
     /// Truncate or extend.

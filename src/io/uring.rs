@@ -31,7 +31,8 @@ type Reply<T> = Sender<io::Result<T>>;
 
 enum Req {
     Open(PathBuf, OpenMode, Reply<u64>),
-    Write(u64, Vec<u8>, u64, Sender<(io::Result<()>, Vec<u8>)>),
+    /// Write, then fdatasync when the flag is set.
+    Write(u64, Vec<u8>, u64, bool, Sender<(io::Result<()>, Vec<u8>)>),
     Read(u64, usize, u64, Reply<Vec<u8>>),
     SyncData(u64, Reply<()>),
     SyncAll(u64, Reply<()>),
@@ -183,11 +184,15 @@ fn get(files: &Files, id: u64) -> io::Result<Rc<tokio_uring::fs::File>> {
 
 async fn handle(files: Files, req: Req) {
     match req {
-        Req::Write(id, buf, off, reply) => {
+        Req::Write(id, buf, off, sync, reply) => {
             let res = match get(&files, id) {
                 Ok(f) => {
                     let (r, buf) = f.write_all_at(buf, off).await;
-                    (done(r), buf)
+                    let r = match done(r) {
+                        Ok(()) if sync => done(f.sync_data().await),
+                        other => other,
+                    };
+                    (r, buf)
                 }
                 Err(e) => (Err(e), buf),
             };
@@ -253,15 +258,25 @@ struct UringFile {
     chan: Arc<Channel>,
 }
 
-impl IoFile for UringFile {
-    fn write_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
+impl UringFile {
+    /// One round trip to the ring thread: write, and fdatasync if `sync`.
+    fn write(&self, buf: Vec<u8>, offset: u64, sync: bool) -> Result<Vec<u8>> {
         let (tx, rx) = bounded(1);
-        self.chan.send(Req::Write(self.id, buf, offset, tx))?;
+        self.chan.send(Req::Write(self.id, buf, offset, sync, tx))?;
         let (res, buf) = rx
             .recv()
             .map_err(|_| Error::io(&self.path, io::Error::other("io thread stopped")))?;
         res.map_err(|e| Error::io(&self.path, e))?;
         Ok(buf)
+    }
+}
+
+impl IoFile for UringFile {
+    fn write_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
+        self.write(buf, offset, false)
+    }
+    fn write_sync_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
+        self.write(buf, offset, true)
     }
     fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
         self.chan

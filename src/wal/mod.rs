@@ -53,13 +53,19 @@ impl WalWriter {
     /// Write `buf` (whole frames) at the end of the log, rolling over to a
     /// new segment first when the active one is full. `tables` lists
     /// `(table id, last seq)` of the frames. Returns the buffer.
-    pub fn write(&mut self, buf: Vec<u8>, tables: &[(u32, u64)]) -> Result<Vec<u8>> {
+    /// With `sync`, the write is followed by an fdatasync in the same
+    /// backend request.
+    pub fn write(&mut self, buf: Vec<u8>, tables: &[(u32, u64)], sync: bool) -> Result<Vec<u8>> {
         let hdr = segment::SEGMENT_HEADER_LEN as u64;
         if self.offset > hdr && self.offset + buf.len() as u64 > self.segment_bytes_max {
             self.roll()?;
         }
         let len = buf.len() as u64;
-        let buf = self.file.write_at(buf, self.offset)?;
+        let buf = if sync {
+            self.file.write_sync_at(buf, self.offset)?
+        } else {
+            self.file.write_at(buf, self.offset)?
+        };
         self.offset += len;
         for (t, s) in tables {
             self.active.note(*t, *s);
