@@ -64,19 +64,26 @@ fn forcing_uring_is_an_error_or_uring_never_a_silent_fallback() {
     assert!(IoChoice::parse("fast").is_err());
 }
 
-#[test]
-fn failed_fsync_poisons_the_write_path_until_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+/// A store on the TELESTORE_IO backend wrapped in fault injection, with
+/// table `t` created.
+fn faulty_store(dir: &std::path::Path) -> (telestore::Store, Arc<Faults>) {
     let faults = Arc::new(Faults::default());
     let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
     let opts = Options {
         backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
         ..Options::default()
     };
-    let store = open(dir.path(), opts);
+    let store = open(dir, opts);
     store
         .create_table(small_schema("t", TableOptions::default()))
         .unwrap();
+    (store, faults)
+}
+
+#[test]
+fn failed_fsync_poisons_the_write_path_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, faults) = faulty_store(dir.path());
     store
         .write("t", &small_rows(&[(1, 1, 1)]), Durability::Sync)
         .unwrap();
@@ -116,16 +123,7 @@ fn failed_fsync_poisons_the_write_path_until_reopen() {
 #[test]
 fn failed_flush_write_poisons_instead_of_dropping_data() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::default());
-    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
-    let opts = Options {
-        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
-        ..Options::default()
-    };
-    let store = open(dir.path(), opts);
-    store
-        .create_table(small_schema("t", TableOptions::default()))
-        .unwrap();
+    let (store, faults) = faulty_store(dir.path());
     store
         .write("t", &small_rows(&[(7, 1, 1), (7, 2, 2)]), Durability::Sync)
         .unwrap();
