@@ -1361,7 +1361,11 @@ fn manifest_file_id_floor_and_leftover_tmp() {
     let b = read(&tmp.path().join("MANIFEST"));
     let recs = hand_records(&b);
     assert_eq!(recs[0], (12, floor_payload(FILE_ID)));
-    assert_eq!(recs.len(), 3, "floor, CreateTable, Files");
+    assert_eq!(
+        recs.len(),
+        4,
+        "floor, CreateTable, Files (the live files), Files (flushed_seq)"
+    );
 }
 
 fn floor_payload(max_file_id: u64) -> Vec<u8> {

@@ -70,6 +70,8 @@ pub struct Committer {
     pub next_seq: u64,
     buf: Vec<u8>,
     unsynced_since: Option<Instant>,
+    /// Oldest segment whose pinning tables were last asked to flush.
+    forced_for_segment: Option<u64>,
 }
 
 impl Committer {
@@ -86,6 +88,7 @@ impl Committer {
             next_seq,
             buf: Vec::with_capacity(1 << 20),
             unsynced_since: None,
+            forced_for_segment: None,
         }
     }
 
@@ -141,6 +144,8 @@ impl Committer {
         }
         if !writes.is_empty() {
             self.commit(writes);
+            self.sync_if_due();
+            self.unpin_wal();
         }
         let mut keep_going = true;
         for c in controls {
@@ -158,15 +163,50 @@ impl Committer {
         keep_going
     }
 
+    /// fdatasync the WAL. Success or failure, nothing is pending any more:
+    /// after a failure the store is poisoned and no sync will be retried
+    /// (the timer must not spin on it).
     fn sync_wal(&mut self) -> Result<()> {
+        self.unsynced_since = None;
         self.shared.check_poisoned()?;
         let r = self.shared.wal().sync();
-        match r {
-            Ok(()) => {
-                self.unsynced_since = None;
-                Ok(())
+        r.map_err(|e| self.shared.poison(&e))
+    }
+
+    /// Under sustained `async` load the channel is never empty, so the
+    /// receive timeout alone would not fire: check the deadline after every
+    /// group too.
+    fn sync_if_due(&mut self) {
+        let interval = Duration::from_millis(self.shared.opts.async_sync_interval_ms);
+        if self
+            .unsynced_since
+            .is_some_and(|t0| t0.elapsed() >= interval)
+        {
+            let _ = self.sync_wal();
+        }
+    }
+
+    /// When more than `wal_segments_max` segments are live, ask the apply
+    /// thread to freeze (and so flush) every table still holding edits in
+    /// the oldest one — once per oldest segment.
+    fn unpin_wal(&mut self) {
+        let oldest = {
+            let wal = self.shared.wal();
+            if wal.segment_count() <= self.shared.opts.wal_segments_max {
+                return;
             }
-            Err(e) => Err(self.shared.poison(&e)),
+            match wal.oldest_sealed() {
+                Some(s) if Some(s.no) != self.forced_for_segment => s.clone(),
+                _ => return,
+            }
+        };
+        self.forced_for_segment = Some(oldest.no);
+        let flushed = self.shared.flushed_seqs();
+        for (table, seq) in &oldest.table_max_seq {
+            if flushed.get(table).copied().unwrap_or(0) < *seq {
+                let (tx, _rx) = crossbeam_channel::bounded(1);
+                let _ = self.apply_tx.send(ApplyMsg::Freeze(Some(*table), tx));
+            }
         }
     }
 

@@ -101,15 +101,19 @@ impl Shared {
         let g = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
         let _ = self.progress.1.wait_timeout(g, timeout);
     }
-    /// Delete WAL segments whose every edit has been flushed.
-    pub(crate) fn retire_wal(&self) -> Result<()> {
-        let flushed: HashMap<u32, u64> = self
-            .manifest()
+    /// Each table's flushed sequence number.
+    pub(crate) fn flushed_seqs(&self) -> HashMap<u32, u64> {
+        self.manifest()
             .state()
             .tables
             .iter()
             .map(|(id, t)| (*id, t.flushed_seq))
-            .collect();
+            .collect()
+    }
+
+    /// Delete WAL segments whose every edit has been flushed.
+    pub(crate) fn retire_wal(&self) -> Result<()> {
+        let flushed = self.flushed_seqs();
         let f = move |t: u32| flushed.get(&t).copied().unwrap_or(0);
         self.wal().retire(&f)?;
         Ok(())
@@ -192,10 +196,17 @@ impl Store {
         self.shared
             .backend
             .sync_dir(&self.shared.dir.join("tables"))?;
-        m.append(&[Record::CreateTable {
+        let created = m.append(&[Record::CreateTable {
             table_id: id,
             schema: schema.clone(),
-        }])?;
+        }]);
+        if let Err(e) = created {
+            // A failed manifest write leaves its tail unknown: stop writes.
+            return Err(match e {
+                Error::InvalidInput { .. } => e,
+                other => self.shared.poison(&other),
+            });
+        }
         tables.insert(
             schema.name.clone(),
             Arc::new(Table::new(id, schema, vec![])),

@@ -54,9 +54,24 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         .collect();
     let wal_dir = dir.join("wal");
     let outcome = wal::replay(&wal_dir, &*backend, opts.salvage_wal, |e| {
-        replay_entry(&tables, &flushed, e)
+        replay_entry(&tables, &flushed, e)?;
+        // Keep each memstore within the threshold while replaying a long
+        // WAL; the frozen ones are flushed as soon as the threads run.
+        if let Some(t) = tables.get(&e.table_id) {
+            if t.active().bytes() >= opts.flush_threshold_bytes {
+                t.freeze();
+            }
+        }
+        Ok(())
     })?;
     max_seq = max_seq.max(outcome.last_seq);
+    let next_seq = max_seq.checked_add(1).ok_or_else(|| {
+        Error::corrupt(
+            "sequence numbers exhausted (u64::MAX recorded)",
+            dir.join("MANIFEST"),
+            0,
+        )
+    })?;
     let mut writer = WalWriter::open(
         &wal_dir,
         backend.clone(),
@@ -86,16 +101,16 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         progress: (Mutex::new(0), Condvar::new()),
         _lock: lock,
     });
-    // A long WAL may have filled memstores past the threshold: flush them
-    // now (no writer can run before `open` returns).
+    // Memstores frozen during replay are flushed now (no writer can run
+    // before `open` returns).
     for t in shared.tables_snapshot() {
-        if t.active().bytes() >= shared.opts.flush_threshold_bytes && t.freeze() {
+        if t.frozen_count() > 0 {
             shared.request_flush(t.id);
         }
     }
     let (commit_tx, commit_rx) = unbounded();
     let (apply_tx, apply_rx) = bounded(APPLY_QUEUE_GROUPS);
-    let committer = Committer::new(shared.clone(), commit_rx, apply_tx, max_seq + 1);
+    let committer = Committer::new(shared.clone(), commit_rx, apply_tx, next_seq);
     let applier = Applier {
         shared: shared.clone(),
         rx: apply_rx,
@@ -112,7 +127,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         dir.display(),
         shared.backend.kind().name(),
         outcome.entries,
-        max_seq + 1
+        next_seq
     );
     Ok(Store {
         shared,
@@ -133,10 +148,17 @@ fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
         let Some(t) = shared.tables_snapshot().into_iter().find(|t| t.id == id) else {
             continue;
         };
-        if let Err(e) = flush::flush_frozen(&shared, &t) {
-            shared.poison(&e);
-            shared.notify_flush_progress();
-        }
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            flush::flush_frozen(&shared, &t)
+        }));
+        let err = match res {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => e,
+            Err(_) => Error::invalid("flush", "the flush thread panicked (a bug)"),
+        };
+        // Writers waiting for flush room wake up on the poison.
+        shared.poison(&err);
+        shared.notify_flush_progress();
     }
 }
 

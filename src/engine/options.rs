@@ -55,6 +55,9 @@ pub struct Options {
     pub frozen_memstores_max: usize,
     /// WAL segment size before rolling to a new segment.
     pub wal_segment_bytes: u64,
+    /// Live WAL segments before the tables holding the oldest one back are
+    /// flushed (so a rarely written table cannot pin the WAL forever).
+    pub wal_segments_max: usize,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
     /// Block cache capacity.
@@ -73,6 +76,7 @@ impl Default for Options {
             flush_threshold_bytes: 64 << 20,
             frozen_memstores_max: 4,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
+            wal_segments_max: 8,
             async_sync_interval_ms: 100,
             block_cache_bytes: 256 << 20,
             salvage_wal: false,
@@ -85,6 +89,8 @@ impl Default for Options {
 /// 32-bit; 2 GiB plus one maximal batch stays below 4 GiB).
 pub const FLUSH_THRESHOLD_MIN: usize = 4 << 10;
 pub const FLUSH_THRESHOLD_MAX: usize = 2 << 30;
+/// Most frozen memstores per table before writers wait.
+pub const FROZEN_MEMSTORES_MAX: usize = 64;
 
 impl Options {
     /// Reject settings outside their limits.
@@ -97,6 +103,18 @@ impl Options {
                     self.flush_threshold_bytes
                 ),
             ));
+        }
+        if !(1..=FROZEN_MEMSTORES_MAX).contains(&self.frozen_memstores_max) {
+            return Err(Error::invalid(
+                "frozen_memstores_max",
+                format!(
+                    "{} outside 1..={FROZEN_MEMSTORES_MAX}",
+                    self.frozen_memstores_max
+                ),
+            ));
+        }
+        if self.wal_segments_max < 2 {
+            return Err(Error::invalid("wal_segments_max", "must be at least 2"));
         }
         if self.wal_segment_bytes < 4096 {
             return Err(Error::invalid(

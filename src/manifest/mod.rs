@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST_NAME: &str = "MANIFEST";
+/// Files listed per record in a snapshot (a `FileMeta` is 56 bytes).
+pub const SNAPSHOT_FILES_PER_RECORD: usize = 10_000;
 /// Rewrite the log as a snapshot once it exceeds this many bytes.
 pub const REWRITE_BYTES: u64 = 4 << 20;
 
@@ -39,6 +41,9 @@ impl State {
             Record::CreateTable { table_id, schema } => {
                 if self.tables.contains_key(table_id) {
                     return Err(format!("table id {table_id} created twice"));
+                }
+                if self.table_id(&schema.name).is_some() {
+                    return Err(format!("table name {:?} created twice", schema.name));
                 }
                 self.tables.insert(
                     *table_id,
@@ -94,9 +99,19 @@ impl State {
                 table_id: *id,
                 schema: t.schema.clone(),
             });
+            let files: Vec<FileMeta> = t.files.values().copied().collect();
+            // Chunks keep every record far below RECORD_LEN_MAX.
+            for chunk in files.chunks(SNAPSHOT_FILES_PER_RECORD) {
+                out.push(Record::Files {
+                    table_id: *id,
+                    added: chunk.to_vec(),
+                    removed: vec![],
+                    flushed_seq: None,
+                });
+            }
             out.push(Record::Files {
                 table_id: *id,
-                added: t.files.values().copied().collect(),
+                added: vec![],
                 removed: vec![],
                 flushed_seq: Some(t.flushed_seq),
             });
@@ -135,6 +150,10 @@ pub struct Manifest {
     offset: u64,
     state: State,
     rewrite_bytes: u64,
+    /// Set when an append failed: the file's tail is unknown (the page
+    /// cache after a failed fsync cannot be trusted), so no more appends
+    /// until the store is reopened.
+    failed: Option<String>,
 }
 
 impl Manifest {
@@ -207,6 +226,7 @@ impl Manifest {
             offset: pos as u64,
             state,
             rewrite_bytes,
+            failed: None,
         })
     }
 
@@ -215,7 +235,19 @@ impl Manifest {
     }
 
     /// Durably append `records` (one write, one fsync), then apply them.
+    ///
+    /// `Ok` means the edit is durable. After a failed write or fsync the
+    /// manifest refuses every later append (`Error::Poisoned`) until the
+    /// store is reopened, and the in-memory state stays as before the
+    /// edit. A failed rewrite into a snapshot after a durable append is
+    /// only logged: the log itself is intact and the rewrite is retried on
+    /// the next append.
     pub fn append(&mut self, records: &[Record]) -> Result<()> {
+        if let Some(cause) = &self.failed {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
+        }
         let mut probe = self.state.clone();
         for r in records {
             probe
@@ -227,24 +259,47 @@ impl Manifest {
             r.encode(&mut buf);
         }
         let n = buf.len() as u64;
-        self.file.write_at(buf, self.offset)?;
-        self.file.sync_data()?;
+        let res = self
+            .file
+            .write_at(buf, self.offset)
+            .and_then(|_| self.file.sync_data());
+        if let Err(e) = res {
+            self.failed = Some(format!("manifest append failed: {e}"));
+            return Err(e);
+        }
         self.offset += n;
         self.state = probe;
         if self.offset > self.rewrite_bytes {
-            self.rewrite()?;
+            if let Err(e) = self.rewrite() {
+                tracing::warn!("manifest rewrite failed (the log is intact; retried later): {e}");
+            }
         }
         Ok(())
     }
 
-    /// Replace the log by a snapshot of the current state.
+    /// Replace the log by a snapshot of the current state. On failure the
+    /// old log stays in place (the rename is the commit point).
     pub fn rewrite(&mut self) -> Result<()> {
-        let len = write_snapshot(&self.dir, &*self.backend, &self.state)?;
-        self.file = self
+        let len = write_snapshot_tmp(&self.dir, &*self.backend, &self.state)?;
+        let path = self.dir.join(MANIFEST_NAME);
+        self.backend.rename(&snapshot_tmp(&self.dir), &path)?;
+        // The old log is replaced: from here on, failing to reach the new
+        // file means later appends would go nowhere, so stop appending.
+        let reopened = self
             .backend
-            .open(&self.dir.join(MANIFEST_NAME), OpenMode::ReadWrite)?;
-        self.offset = len;
-        Ok(())
+            .sync_dir(&self.dir)
+            .and_then(|()| self.backend.open(&path, OpenMode::ReadWrite));
+        match reopened {
+            Ok(f) => {
+                self.file = f;
+                self.offset = len;
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = Some(format!("manifest rewrite failed after rename: {e}"));
+                Err(e)
+            }
+        }
     }
 }
 
@@ -266,7 +321,19 @@ fn is_torn_append(bad: &Framed, rest: &[u8]) -> bool {
 
 /// Write `state` as a fresh manifest: temp → fsync → rename → fsync dir.
 fn write_snapshot(dir: &Path, backend: &dyn crate::io::Backend, state: &State) -> Result<u64> {
-    let tmp = dir.join(format!("{MANIFEST_NAME}.tmp"));
+    let len = write_snapshot_tmp(dir, backend, state)?;
+    backend.rename(&snapshot_tmp(dir), &dir.join(MANIFEST_NAME))?;
+    backend.sync_dir(dir)?;
+    Ok(len)
+}
+
+fn snapshot_tmp(dir: &Path) -> std::path::PathBuf {
+    dir.join(format!("{MANIFEST_NAME}.tmp"))
+}
+
+/// Write and fsync the snapshot under the temporary name; returns its length.
+fn write_snapshot_tmp(dir: &Path, backend: &dyn crate::io::Backend, state: &State) -> Result<u64> {
+    let tmp = snapshot_tmp(dir);
     if tmp.exists() {
         backend.remove_file(&tmp)?;
     }
@@ -278,9 +345,6 @@ fn write_snapshot(dir: &Path, backend: &dyn crate::io::Backend, state: &State) -
     let f = backend.open(&tmp, OpenMode::CreateNew)?;
     f.write_at(buf, 0)?;
     f.sync_all()?;
-    drop(f);
-    backend.rename(&tmp, &dir.join(MANIFEST_NAME))?;
-    backend.sync_dir(dir)?;
     Ok(len)
 }
 
@@ -395,5 +459,89 @@ mod tests {
             Manifest::open(dir.path(), b).unwrap().state().tables[&1].flushed_seq,
             5
         );
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+    use crate::io::fault::{Faults, FaultyBackend};
+    use crate::io::StdBackend;
+    use crate::schema::{Field, FieldType, TableOptions};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    fn create(id: u32, name: &str) -> Record {
+        Record::CreateTable {
+            table_id: id,
+            schema: TableSchema::new(
+                name,
+                vec![Field::new("v", FieldType::U64)],
+                TableOptions::default(),
+            )
+            .unwrap(),
+        }
+    }
+
+    fn faulty() -> (Arc<Faults>, BackendRef) {
+        let f = Arc::new(Faults::default());
+        (
+            f.clone(),
+            Arc::new(FaultyBackend::new(Arc::new(StdBackend), f)),
+        )
+    }
+
+    #[test]
+    fn failed_append_refuses_later_appends_and_leaves_state_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (faults, b) = faulty();
+        let mut m = Manifest::open(dir.path(), b).unwrap();
+        m.append(&[create(1, "a")]).unwrap();
+        faults
+            .fail_sync_from
+            .store(faults.syncs.load(Ordering::SeqCst), Ordering::SeqCst);
+        assert!(m.append(&[create(2, "b")]).is_err());
+        assert_eq!(
+            m.state().tables.len(),
+            1,
+            "state unchanged by a failed append"
+        );
+        faults.fail_sync_from.store(u64::MAX, Ordering::SeqCst);
+        assert!(matches!(
+            m.append(&[create(3, "c")]),
+            Err(Error::Poisoned { .. })
+        ));
+        drop(m);
+        let m = Manifest::open(dir.path(), Arc::new(StdBackend)).unwrap();
+        assert!(m.state().table_id("a").is_some());
+        assert!(m.state().table_id("c").is_none());
+    }
+
+    #[test]
+    fn failed_rewrite_after_a_durable_append_is_not_an_append_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let (faults, b) = faulty();
+        let mut m = Manifest::open_with(dir.path(), b, 64).unwrap();
+        // The append's own fsync succeeds; the snapshot's fsync fails.
+        faults
+            .fail_sync_from
+            .store(faults.syncs.load(Ordering::SeqCst) + 1, Ordering::SeqCst);
+        m.append(&[create(1, "a")]).unwrap();
+        faults.fail_sync_from.store(u64::MAX, Ordering::SeqCst);
+        m.append(&[create(2, "b")]).unwrap();
+        drop(m);
+        let m = Manifest::open(dir.path(), Arc::new(StdBackend)).unwrap();
+        assert!(m.state().table_id("a").is_some() && m.state().table_id("b").is_some());
+    }
+
+    #[test]
+    fn duplicate_table_names_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = Manifest::open(dir.path(), Arc::new(StdBackend)).unwrap();
+        m.append(&[create(1, "a")]).unwrap();
+        assert!(matches!(
+            m.append(&[create(2, "a")]),
+            Err(Error::InvalidInput { .. })
+        ));
     }
 }

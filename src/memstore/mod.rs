@@ -39,7 +39,9 @@ fn row_key(hi: u128, lo: u16) -> RowKey {
 
 #[derive(Default)]
 struct Inner {
-    map: BTreeMap<MemKey, (CellKind, u32)>,
+    /// Value: kind and the offset of the fields in `arena` (u64: a
+    /// memstore rebuilt from a long WAL may exceed 4 GiB).
+    map: BTreeMap<MemKey, (CellKind, u64)>,
     /// Field bytes of every put, appended; the map holds offsets.
     arena: Vec<u8>,
     range_dels: Vec<RangeTombstone>,
@@ -128,7 +130,7 @@ impl Memstore {
             inner.arena.extend_from_slice(fields);
         }
         for (k, i) in keys {
-            let off = (base + i as usize * width) as u32;
+            let off = (base + i as usize * width) as u64;
             inner.map.insert(k, (CellKind::Put, off));
         }
         drop(g);

@@ -91,20 +91,26 @@ impl WalWriter {
     /// Delete sealed segments whose every edit is flushed. Returns how many.
     pub fn retire(&mut self, flushed: &dyn Fn(u32) -> u64) -> Result<usize> {
         let mut removed = 0;
-        let mut keep = Vec::new();
-        for s in std::mem::take(&mut self.sealed) {
-            if s.retirable(flushed) {
-                self.backend.remove_file(&s.path)?;
+        let mut i = 0;
+        while i < self.sealed.len() {
+            if self.sealed[i].retirable(flushed) {
+                // On error the segment stays listed (and is retried later).
+                self.backend.remove_file(&self.sealed[i].path)?;
+                self.sealed.remove(i);
                 removed += 1;
             } else {
-                keep.push(s);
+                i += 1;
             }
         }
-        self.sealed = keep;
         if removed > 0 {
             self.backend.sync_dir(&self.dir)?;
         }
         Ok(removed)
+    }
+
+    /// The oldest sealed segment, if any (the one a lagging table pins).
+    pub fn oldest_sealed(&self) -> Option<&SegmentInfo> {
+        self.sealed.first()
     }
 
     /// Live segment count (sealed + active).
