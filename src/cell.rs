@@ -75,10 +75,18 @@ impl<'a> CellRef<'a> {
 }
 
 /// Cell order: key ascending, then sequence number descending (newest first).
+/// (Integer compares of the big-endian key: same order as the bytes.)
 pub fn cmp(a: &[u8], b: &[u8]) -> Ordering {
-    a[..KEY_LEN]
-        .cmp(&b[..KEY_LEN])
+    key_words(a)
+        .cmp(&key_words(b))
         .then_with(|| CellRef(b).seq().cmp(&CellRef(a).seq()))
+}
+
+/// The 18-byte key as (first 16 bytes, last 2 bytes), big-endian.
+fn key_words(c: &[u8]) -> (u128, u16) {
+    let mut hi = [0u8; 16];
+    hi.copy_from_slice(&c[..16]);
+    (u128::from_be_bytes(hi), u16::from_be_bytes([c[16], c[17]]))
 }
 
 /// A range tombstone: hides cells of `device` with `from <= ts <= to` and a

@@ -49,6 +49,7 @@ pub struct Shared {
     next_file_id: AtomicU64,
     flush_tx: Sender<Option<u32>>,
     progress: (Mutex<u64>, Condvar),
+    pub(crate) prefetch: Arc<crate::read::prefetch::Prefetcher>,
     _lock: std::fs::File,
 }
 

@@ -12,6 +12,7 @@ use crate::hfile::HFileReader;
 use crate::io::{self, BackendRef, IoChoice};
 use crate::key::DeviceId;
 use crate::manifest::{Manifest, TableEntry};
+use crate::read::prefetch::Prefetcher;
 use crate::wal::frame::{Entry, EntryKind};
 use crate::wal::{self, WalWriter};
 use crossbeam_channel::{bounded, unbounded};
@@ -99,6 +100,10 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         next_file_id: AtomicU64::new(max_file_id + 1),
         flush_tx,
         progress: (Mutex::new(0), Condvar::new()),
+        prefetch: Arc::new(
+            Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
+                .map_err(|e| Error::io("<read-ahead threads>", e))?,
+        ),
         _lock: lock,
     });
     // Memstores frozen during replay are flushed now (no writer can run

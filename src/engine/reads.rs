@@ -62,7 +62,8 @@ impl Store {
                 || q.device.is_some_and(|d| !f.may_contain_device(d));
             if !skip {
                 stats.files_read += 1;
-                sources.push(Box::new(FileSource::new(f.clone(), q.lo, q.hi)?));
+                let pf = Some(self.shared.prefetch.clone());
+                sources.push(Box::new(FileSource::new(f.clone(), q.lo, q.hi, pf)?));
             }
         }
         if let Some(d) = q.device {

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::hfile::HFileReader;
 use crate::key::RowKey;
 use crate::memstore::Memstore;
+use crate::read::prefetch::{Prefetcher, PREFETCH_BLOCKS_AHEAD};
 use std::sync::Arc;
 
 /// Cells copied from a memstore per refill.
@@ -85,10 +86,20 @@ pub struct FileSource {
     block_idx: usize,
     block: Option<Arc<Vec<u8>>>,
     pos: usize,
+    prefetch: Option<Arc<Prefetcher>>,
+    /// Blocks before this one were already requested from the prefetcher.
+    prefetched_to: usize,
 }
 
 impl FileSource {
-    pub fn new(file: Arc<HFileReader>, lo: RowKey, hi: RowKey) -> Result<Self> {
+    /// A source over `[lo, hi]`; with `prefetch`, blocks ahead of the
+    /// current one (inside the range) are loaded by read-ahead workers.
+    pub fn new(
+        file: Arc<HFileReader>,
+        lo: RowKey,
+        hi: RowKey,
+        prefetch: Option<Arc<Prefetcher>>,
+    ) -> Result<Self> {
         let width = file.cell_width();
         let block_idx = file.seek_block(&lo);
         let mut s = FileSource {
@@ -98,6 +109,8 @@ impl FileSource {
             block_idx,
             block: None,
             pos: 0,
+            prefetch,
+            prefetched_to: 0,
         };
         s.load()?;
         if let Some(b) = &s.block {
@@ -117,9 +130,24 @@ impl FileSource {
         self.pos = 0;
         let idx = self.file.index();
         if self.block_idx < idx.len() && idx[self.block_idx].first_key <= self.hi {
+            self.read_ahead();
             self.block = Some(self.file.block(self.block_idx)?);
         }
         Ok(())
+    }
+
+    fn read_ahead(&mut self) {
+        let Some(p) = &self.prefetch else { return };
+        let idx = self.file.index();
+        let from = self.prefetched_to.max(self.block_idx + 1);
+        let to = (self.block_idx + 1 + PREFETCH_BLOCKS_AHEAD).min(idx.len());
+        for (j, e) in idx.iter().enumerate().take(to).skip(from) {
+            if e.first_key > self.hi {
+                break;
+            }
+            p.request(&self.file, j);
+            self.prefetched_to = j + 1;
+        }
     }
 
     /// Move to the next block when the position ran off this one; stop
