@@ -7,6 +7,7 @@ use super::commit::{apply, WriteReq};
 use super::table::Table;
 use super::Shared;
 use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ impl Applier {
                 ApplyMsg::Writes(group) => {
                     for (w, seq) in group {
                         apply(&w.table, seq, &w.op);
+                        let last = seq + w.op.count(w.table.schema.row_width()) - 1;
+                        self.shared.applied_seq.fetch_max(last, Ordering::Release);
                         self.maybe_freeze(&w.table);
                         let _ = w.reply.send(Ok(seq));
                     }

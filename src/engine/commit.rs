@@ -35,7 +35,7 @@ pub enum Op {
 }
 
 impl Op {
-    fn count(&self, row_width: usize) -> u64 {
+    pub(super) fn count(&self, row_width: usize) -> u64 {
         match self {
             Op::Put(b) => (b.len() / row_width) as u64,
             Op::DeletePoints(p) => p.len() as u64,

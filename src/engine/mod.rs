@@ -50,6 +50,8 @@ pub struct Shared {
     flush_tx: Sender<Option<u32>>,
     progress: (Mutex<u64>, Condvar),
     pub(crate) prefetch: Arc<crate::read::prefetch::Prefetcher>,
+    /// Highest sequence number applied to the memstores; reads snapshot it.
+    pub(crate) applied_seq: AtomicU64,
     _lock: std::fs::File,
 }
 

@@ -100,6 +100,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         next_file_id: AtomicU64::new(max_file_id + 1),
         flush_tx,
         progress: (Mutex::new(0), Condvar::new()),
+        applied_seq: AtomicU64::new(next_seq - 1),
         prefetch: Arc::new(
             Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
                 .map_err(|e| Error::io("<read-ahead threads>", e))?,

@@ -42,6 +42,13 @@ impl Store {
         q: &Query,
         visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
+        // Everything applied (and so acknowledged) before this point is
+        // visible; anything applied later is ignored, even if a memstore
+        // chunk copied below already holds it.
+        let read_seq = self
+            .shared
+            .applied_seq
+            .load(std::sync::atomic::Ordering::Acquire);
         let st: TableState = t.snapshot();
         let mut stats = ReadStats {
             memstores: 1 + st.frozen.len(),
@@ -77,7 +84,8 @@ impl Store {
                 .ttl_ms
                 .map(|ttl| self.shared.opts.clock.now_ms().saturating_sub(ttl)),
             versions: q.versions.clamp(1, o.max_versions),
-            tombstones: Visibility::group(tombs),
+            tombstones: Visibility::group(tombs.into_iter().filter(|t| t.seq <= read_seq)),
+            read_seq,
         };
         stats.rows = merge_visible(sources, &vis, visit)?;
         Ok(stats)

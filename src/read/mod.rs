@@ -62,6 +62,9 @@ pub struct Visibility {
     pub versions: u32,
     /// Range tombstones by device.
     pub tombstones: HashMap<DeviceId, Vec<RangeTombstone>>,
+    /// Snapshot: cells (and tombstones) with a higher sequence number were
+    /// applied after the read started and are ignored.
+    pub read_seq: u64,
 }
 
 impl Visibility {
@@ -100,7 +103,7 @@ pub fn merge_visible(
             dead = false;
             emitted = 0;
         }
-        if !dead {
+        if !dead && c.seq() <= vis.read_seq {
             let (d, ts, seq) = (c.device(), c.ts(), c.seq());
             let out_of_window =
                 ts < vis.from || ts > vis.to || vis.ttl_cutoff.is_some_and(|cut| ts < cut);
@@ -139,4 +142,87 @@ fn min_source(sources: &[Box<dyn CellSource + '_>]) -> Option<usize> {
         }
     }
     best.map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{push, CellKind};
+    use crate::key::encode;
+
+    /// Cells from a vector (already in cell order).
+    struct VecSource {
+        cells: Vec<u8>,
+        width: usize,
+        pos: usize,
+    }
+
+    impl CellSource for VecSource {
+        fn current(&self) -> Option<&[u8]> {
+            self.cells.get(self.pos..self.pos + self.width)
+        }
+        fn advance(&mut self) -> Result<()> {
+            self.pos += self.width;
+            Ok(())
+        }
+    }
+
+    fn vis(read_seq: u64, tombs: Vec<RangeTombstone>) -> Visibility {
+        Visibility {
+            from: i64::MIN,
+            to: i64::MAX,
+            ttl_cutoff: None,
+            versions: 1,
+            tombstones: Visibility::group(tombs.into_iter().filter(|t| t.seq <= read_seq)),
+            read_seq,
+        }
+    }
+
+    fn read(read_seq: u64, tombs: Vec<RangeTombstone>) -> Vec<(i64, u8)> {
+        let k = encode(DeviceId(1), 10);
+        let k2 = encode(DeviceId(1), 5);
+        let mut cells = Vec::new();
+        push(&mut cells, &k, 9, CellKind::Put, &[2]);
+        push(&mut cells, &k, 5, CellKind::Put, &[1]);
+        push(&mut cells, &k2, 3, CellKind::Put, &[7]);
+        let src = VecSource {
+            cells,
+            width: crate::cell::cell_width(1),
+            pos: 0,
+        };
+        let mut out = Vec::new();
+        merge_visible(vec![Box::new(src)], &vis(read_seq, tombs), |r| {
+            out.push((r.ts, r.fields[0]));
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_read_ignores_what_was_applied_after_it_started() {
+        assert_eq!(read(100, vec![]), vec![(10, 2), (5, 7)]);
+        assert_eq!(
+            read(7, vec![]),
+            vec![(10, 1), (5, 7)],
+            "seq 9 is after the snapshot"
+        );
+        assert_eq!(read(4, vec![]), vec![(5, 7)]);
+        let t = RangeTombstone {
+            device: DeviceId(1),
+            from: 0,
+            to: 20,
+            seq: 8,
+        };
+        assert_eq!(
+            read(100, vec![t]),
+            vec![(10, 2)],
+            "tombstone hides seq < 8 only"
+        );
+        assert_eq!(
+            read(7, vec![t]),
+            vec![(10, 1), (5, 7)],
+            "tombstone after the snapshot"
+        );
+    }
 }
