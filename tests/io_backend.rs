@@ -148,3 +148,50 @@ fn failed_flush_write_poisons_instead_of_dropping_data() {
         2
     );
 }
+
+#[test]
+fn failing_to_delete_old_wal_segments_loses_nothing_and_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
+    let opts = Options {
+        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
+        wal_segment_bytes: 8 << 10,
+        ..Options::default()
+    };
+    let store = open(dir.path(), opts);
+    store
+        .create_table(small_schema("t", TableOptions::default()))
+        .unwrap();
+    let rows: Vec<(u64, i64, u64)> = (0..100).map(|i| (5, i, i as u64)).collect();
+    for _ in 0..10 {
+        store
+            .write("t", &small_rows(&rows), Durability::Sync)
+            .unwrap();
+    }
+    faults.fail_remove.store(true, Ordering::SeqCst);
+    store.flush().unwrap();
+    let stuck = store.stats().wal_segments;
+    assert!(
+        stuck > 2,
+        "segments were deleted despite the fault ({stuck})"
+    );
+    store
+        .write("t", &small_rows(&rows), Durability::Sync)
+        .unwrap();
+    faults.fail_remove.store(false, Ordering::SeqCst);
+    store.flush().unwrap();
+    assert!(
+        store.stats().wal_segments < stuck,
+        "retirement was not retried"
+    );
+    drop(store);
+    let store = open(dir.path(), Options::default());
+    assert_eq!(
+        store
+            .scan("t", 5, 0, 1000, telestore::Order::NewestFirst)
+            .unwrap()
+            .len(),
+        100
+    );
+}

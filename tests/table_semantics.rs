@@ -306,3 +306,29 @@ fn writers_wait_for_flushes_instead_of_growing_memory() {
     }
     assert!(store.stats().hfiles > 10);
 }
+
+#[test]
+fn exhausted_sequence_numbers_are_a_typed_error_not_a_wrap() {
+    use telestore::manifest::{Manifest, Record};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut m = Manifest::open(dir.path(), Arc::new(telestore::io::StdBackend)).unwrap();
+        m.append(&[Record::CreateTable {
+            table_id: 1,
+            schema: small_schema("t", TableOptions::default()),
+        }])
+        .unwrap();
+        m.append(&[Record::Files {
+            table_id: 1,
+            added: vec![],
+            removed: vec![],
+            flushed_seq: Some(u64::MAX),
+        }])
+        .unwrap();
+    }
+    match telestore::Store::open(dir.path(), Options::default()) {
+        Err(Error::Corrupt { what, .. }) => assert!(what.contains("sequence"), "{what}"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("opened with exhausted sequence numbers"),
+    }
+}

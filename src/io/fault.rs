@@ -18,6 +18,8 @@ pub struct Faults {
     pub writes: AtomicU64,
     /// Fail every write once `writes` reaches this count.
     pub fail_write_from: AtomicU64,
+    /// Fail every file removal while set.
+    pub fail_remove: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Faults {
@@ -27,6 +29,7 @@ impl Default for Faults {
             fail_sync_from: AtomicU64::new(u64::MAX),
             writes: AtomicU64::new(0),
             fail_write_from: AtomicU64::new(u64::MAX),
+            fail_remove: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -111,6 +114,9 @@ impl Backend for FaultyBackend {
         self.inner.rename(from, to)
     }
     fn remove_file(&self, path: &Path) -> Result<()> {
+        if self.faults.fail_remove.load(Ordering::SeqCst) {
+            return Err(injected(path, "unlink"));
+        }
         self.inner.remove_file(path)
     }
 }
