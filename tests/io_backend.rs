@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use telestore::io::fault::{Faults, FaultyBackend};
+use telestore::io::fault::Faults;
 use telestore::io::{self, IoChoice, IoKind};
 use telestore::schema::TableOptions;
 use telestore::{Durability, Error, Options};
@@ -66,13 +66,8 @@ fn forcing_uring_is_an_error_or_uring_never_a_silent_fallback() {
 
 /// A store on the TELESTORE_IO backend wrapped in fault injection, with
 /// table `t` created.
-fn faulty_store(dir: &std::path::Path) -> (telestore::Store, Arc<Faults>) {
-    let faults = Arc::new(Faults::default());
-    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
-    let opts = Options {
-        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
-        ..Options::default()
-    };
+fn faulty_store(dir: &std::path::Path, opts: Options) -> (telestore::Store, Arc<Faults>) {
+    let (opts, faults) = with_faults(opts);
     let store = open(dir, opts);
     store
         .create_table(small_schema("t", TableOptions::default()))
@@ -83,7 +78,7 @@ fn faulty_store(dir: &std::path::Path) -> (telestore::Store, Arc<Faults>) {
 #[test]
 fn failed_fsync_poisons_the_write_path_until_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, faults) = faulty_store(dir.path());
+    let (store, faults) = faulty_store(dir.path(), Options::default());
     store
         .write("t", &small_rows(&[(1, 1, 1)]), Durability::Sync)
         .unwrap();
@@ -123,7 +118,7 @@ fn failed_fsync_poisons_the_write_path_until_reopen() {
 #[test]
 fn failed_flush_write_poisons_instead_of_dropping_data() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, faults) = faulty_store(dir.path());
+    let (store, faults) = faulty_store(dir.path(), Options::default());
     store
         .write("t", &small_rows(&[(7, 1, 1), (7, 2, 2)]), Durability::Sync)
         .unwrap();
@@ -152,17 +147,11 @@ fn failed_flush_write_poisons_instead_of_dropping_data() {
 #[test]
 fn failing_to_delete_old_wal_segments_loses_nothing_and_is_retried() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::default());
-    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
     let opts = Options {
-        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
         wal_segment_bytes: 8 << 10,
         ..Options::default()
     };
-    let store = open(dir.path(), opts);
-    store
-        .create_table(small_schema("t", TableOptions::default()))
-        .unwrap();
+    let (store, faults) = faulty_store(dir.path(), opts);
     let rows: Vec<(u64, i64, u64)> = (0..100).map(|i| (5, i, i as u64)).collect();
     for _ in 0..10 {
         store
@@ -194,4 +183,38 @@ fn failing_to_delete_old_wal_segments_loses_nothing_and_is_retried() {
             .len(),
         100
     );
+}
+
+#[test]
+fn every_backend_honours_the_file_trait() {
+    let mut backends = vec![io::select(IoChoice::Std).unwrap()];
+    if io::probe_uring().is_ok() {
+        backends.push(io::select(IoChoice::Uring).unwrap());
+    }
+    for b in backends {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let f = b.open(&p, io::OpenMode::CreateNew).unwrap();
+        let back = f.write_at(b"hello world".to_vec(), 3).unwrap();
+        assert_eq!(back, b"hello world", "{:?} hands the buffer back", b.kind());
+        f.write_sync_at(b"!".to_vec(), 14).unwrap();
+        assert_eq!(f.read_at(6, 9).unwrap(), b"world!");
+        assert_eq!(f.read_at(3, 0).unwrap(), [0, 0, 0], "a hole reads as zeros");
+        assert!(
+            f.read_at(4, 13).is_err(),
+            "reading past the end is an error"
+        );
+        f.set_len(8).unwrap();
+        f.sync_all().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"\0\0\0hello");
+        assert!(
+            b.open(&p, io::OpenMode::CreateNew).is_err(),
+            "create_new refuses an existing file"
+        );
+        let q = dir.path().join("g");
+        b.rename(&p, &q).unwrap();
+        b.sync_dir(dir.path()).unwrap();
+        b.remove_file(&q).unwrap();
+        assert!(!q.exists() && !p.exists());
+    }
 }

@@ -9,8 +9,6 @@ use common::*;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use telestore::io::fault::{Faults, FaultyBackend};
-use telestore::io::{self, IoChoice};
 use telestore::schema::TableOptions;
 use telestore::{Durability, Options, Order};
 
@@ -96,13 +94,10 @@ fn a_cold_table_does_not_pin_the_wal() {
 #[test]
 fn async_writes_are_synced_while_writers_never_pause() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::default());
-    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
-    let opts = Options {
-        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
+    let (opts, faults) = with_faults(Options {
         async_sync_interval_ms: 10,
         ..Options::default()
-    };
+    });
     let store = Arc::new(open(dir.path(), opts));
     store
         .create_table(small_schema("t", TableOptions::default()))

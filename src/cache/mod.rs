@@ -61,13 +61,6 @@ impl BlockCache {
             .get_or_insert_with(&(file_id, block), || load().map(Arc::new))
     }
 
-    /// Drop every block of a file (after the file is deleted).
-    pub fn evict_file(&self, file_id: u64, blocks: u32) {
-        for b in 0..blocks {
-            self.cache.remove(&(file_id, b));
-        }
-    }
-
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

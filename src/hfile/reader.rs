@@ -227,11 +227,6 @@ impl HFileReader {
             check_block(&e, &b, self.cell_width).map_err(|err| err.at(&self.path, e.offset))
         })
     }
-
-    /// Forget this file's blocks in the cache.
-    pub fn evict(&self) {
-        self.cache.evict_file(self.file_id, self.index.len() as u32);
-    }
 }
 
 fn read_exact(f: &std::fs::File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {

@@ -79,11 +79,6 @@ impl IoFile for FaultyFile {
     fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
         self.inner.read_at(len, offset)
     }
-    fn write_sync_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
-        let buf = self.write_at(buf, offset)?;
-        self.sync_data()?;
-        Ok(buf)
-    }
     fn sync_data(&self) -> Result<()> {
         self.sync_check()?;
         self.inner.sync_data()

@@ -61,9 +61,6 @@ impl<'a> BinReader<'a> {
     pub fn new(buf: &'a [u8], what: &'static str) -> Self {
         Self { buf, pos: 0, what }
     }
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }

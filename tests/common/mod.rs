@@ -58,3 +58,17 @@ pub fn tiny_options() -> Options {
 pub fn open(dir: &std::path::Path, opts: Options) -> Store {
     Store::open(dir, opts).expect("open store")
 }
+
+/// `opts` with the TELESTORE_IO backend wrapped in fault injection.
+pub fn with_faults(opts: Options) -> (Options, std::sync::Arc<telestore::io::fault::Faults>) {
+    use std::sync::Arc;
+    use telestore::io::fault::{Faults, FaultyBackend};
+    use telestore::io::{self, IoChoice};
+    let faults = Arc::new(Faults::default());
+    let inner = io::select(IoChoice::from_env().unwrap()).unwrap();
+    let opts = Options {
+        backend: Some(Arc::new(FaultyBackend::new(inner, faults.clone()))),
+        ..opts
+    };
+    (opts, faults)
+}
