@@ -72,6 +72,24 @@ fn bench_key(c: &mut Criterion) {
     g.finish();
 }
 
+/// Routing a key to its region (binary search over 16 region starts).
+fn bench_route(c: &mut Criterion) {
+    let mut g = c.benchmark_group("region");
+    g.throughput(Throughput::Elements(KEYS));
+    let starts = telestore::region::pre_split_starts(16);
+    let keys: Vec<_> = (0..KEYS)
+        .map(|i| key::encode(DeviceId(testkit::mix(i)), FLEET_T0_MS))
+        .collect();
+    g.bench_function("route_16", |b| {
+        b.iter(|| {
+            for k in &keys {
+                black_box(telestore::region::route(black_box(&starts), k));
+            }
+        })
+    });
+    g.finish();
+}
+
 fn bench_memstore(c: &mut Criterion) {
     let fields_width = readings_fields_width();
     let row_width = testkit::readings_schema("readings").row_width();
@@ -152,5 +170,5 @@ fn bench_block(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_key, bench_memstore, bench_block);
+criterion_group!(benches, bench_key, bench_route, bench_memstore, bench_block);
 criterion_main!(benches);

@@ -251,6 +251,24 @@ fn bench_reads(c: &mut Criterion) {
             assert_eq!(rows, READ_ROUNDS, "device {d}");
         })
     });
+    // Table-wide time-range scan: one sub-scan per region on the worker
+    // pool, merged in key order.
+    g.throughput(Throughput::Elements(READ_DEVICES * READ_ROUNDS));
+    g.bench_function("scan_table", |b| {
+        let (store, _) = fleet.get_or_init(flushed_fleet);
+        b.iter(|| {
+            let mut rows = 0u64;
+            let (from, to) = (ts_of_round(0), ts_of_round(READ_ROUNDS - 1));
+            store
+                .scan_all(TABLE, from, to, |row| {
+                    rows += 1;
+                    black_box(row.fields);
+                    true
+                })
+                .expect("scan");
+            assert_eq!(rows, READ_DEVICES * READ_ROUNDS);
+        })
+    });
     g.finish();
 }
 

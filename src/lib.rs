@@ -1,8 +1,8 @@
 //! telestore — a time-series store for device telemetry.
 //!
 //! The modules follow the path of a row: [`key`] → [`schema`] → [`wal`] →
-//! [`memstore`] → [`hfile`] → [`manifest`] → [`engine`]. [`io`] sits under
-//! every writer.
+//! [`region`] → [`memstore`] → [`hfile`] → [`manifest`] → [`engine`]. [`io`]
+//! sits under every writer.
 #![deny(unsafe_code)]
 
 pub mod cache;
@@ -17,6 +17,7 @@ pub mod key;
 pub mod manifest;
 pub mod memstore;
 pub mod read;
+pub mod region;
 pub mod schema;
 pub mod testkit;
 pub mod util;

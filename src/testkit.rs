@@ -87,3 +87,17 @@ pub fn readings_schema(name: &str) -> crate::TableSchema {
     )
     .expect("valid schema")
 }
+
+/// Crash-test hook: when the environment variable `TELESTORE_PAUSE_AT`
+/// names this point, print `PAUSED <point>` to stderr and stop here for
+/// good (the test then `SIGKILL`s the process). Costs one load otherwise.
+pub fn pause_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var("TELESTORE_PAUSE_AT").ok());
+    if at.as_deref() == Some(point) {
+        eprintln!("PAUSED {point}");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+}

@@ -24,8 +24,30 @@ const KILLS: u64 = 24;
 /// Acknowledged batch numbers per (run, thread).
 type Acks = Arc<Mutex<HashMap<(u64, u64), Vec<u64>>>>;
 
+/// When to kill the child.
+enum Kill<'a> {
+    After(Duration),
+    /// When it reports `PAUSED <point>` (a split/merge step).
+    AtPause(&'a str),
+}
+
 fn run_child(dir: &std::path::Path, run: u64, kill_after: Duration, acks: &Acks, durability: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_telestore"))
+    run_child_with(dir, run, Kill::After(kill_after), acks, durability, &[]);
+}
+
+fn run_child_with(
+    dir: &std::path::Path,
+    run: u64,
+    kill: Kill<'_>,
+    acks: &Acks,
+    durability: &str,
+    extra: &[&str],
+) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_telestore"));
+    if let Kill::AtPause(p) = kill {
+        cmd.env("TELESTORE_PAUSE_AT", p);
+    }
+    let mut child = cmd
         .args(["debug", "crash-writer", "--dir"])
         .arg(dir)
         .args([
@@ -35,11 +57,23 @@ fn run_child(dir: &std::path::Path, run: u64, kill_after: Duration, acks: &Acks,
             &THREADS.to_string(),
         ])
         .args(["--durability", durability])
+        .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn crash writer");
+    let stderr = child.stderr.take().unwrap();
+    let (paused_tx, paused_rx) = std::sync::mpsc::channel();
+    let errs = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("PAUSED ") {
+                let _ = paused_tx.send(line.clone());
+            }
+            eprintln!("child: {line}");
+        }
+    });
     let stdout = child.stdout.take().unwrap();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let acks2 = acks.clone();
@@ -62,10 +96,17 @@ fn run_child(dir: &std::path::Path, run: u64, kill_after: Duration, acks: &Acks,
     ready_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("child became ready");
-    std::thread::sleep(kill_after);
+    match kill {
+        Kill::After(d) => std::thread::sleep(d),
+        Kill::AtPause(p) => {
+            let got = paused_rx.recv_timeout(Duration::from_secs(120));
+            assert!(got.is_ok(), "child never reached {p}");
+        }
+    }
     child.kill().expect("SIGKILL child");
     child.wait().unwrap();
     reader.join().unwrap();
+    errs.join().unwrap();
 }
 
 /// Decode a stored row back to (batch, index) and check it is a row that
@@ -88,8 +129,40 @@ fn verify(dir: &std::path::Path, acks: &Acks) -> usize {
         }
     }
     for (b, n) in &per_batch {
-        assert_eq!(*n, ROWS, "batch {b} partially present ({n} of {ROWS} rows)");
+        assert_eq!(
+            *n, ROWS,
+            "batch {b} partially present or duplicated ({n} of {ROWS} rows)"
+        );
     }
+    let regions = store.regions("crash").unwrap();
+    assert_eq!(
+        regions[0].start, "0000",
+        "region map starts at the zero key"
+    );
+    for w in regions.windows(2) {
+        assert_eq!(
+            w[0].end.as_ref(),
+            Some(&w[1].start),
+            "regions leave a gap or overlap"
+        );
+    }
+    assert_eq!(
+        regions.last().unwrap().end,
+        None,
+        "region map reaches the end"
+    );
+    let mut all = 0u64;
+    store
+        .scan_all("crash", i64::MIN, i64::MAX, |_| {
+            all += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(
+        all,
+        per_batch.len() as u64 * ROWS,
+        "table scan disagrees with device scans"
+    );
     let acks = acks.lock().unwrap();
     let mut acked = 0;
     for ((run, t), bs) in acks.iter() {
@@ -160,4 +233,39 @@ fn sigkill_during_async_ingest_loses_no_acknowledged_row() {
             "async run {run}: killed after {kill_after:?}, {n} acknowledged batches verified"
         );
     }
+}
+
+/// A split or merge killed at each of its steps reopens as the old or the
+/// new regions, with every acknowledged row exactly once; then kills at
+/// random moments while regions are reshaped every few milliseconds.
+#[test]
+fn sigkill_during_splits_and_merges_keeps_every_row_exactly_once() {
+    let mut rng = SmallRng::seed_from_u64(common::seed(0x5b17_0003));
+    let dir = tempfile::tempdir().unwrap();
+    let acks: Acks = Arc::default();
+    let points = [
+        "split-before-record",
+        "split-after-record",
+        "split-after-swap",
+        "merge-before-record",
+        "merge-after-record",
+    ];
+    let reshape = ["--split-every-ms", "5"];
+    let mut run = 0;
+    for p in points {
+        run_child_with(dir.path(), run, Kill::AtPause(p), &acks, "sync", &reshape);
+        let n = verify(dir.path(), &acks);
+        eprintln!("run {run}: killed at {p}, {n} acknowledged batches verified");
+        run += 1;
+    }
+    for _ in 0..6 {
+        let d = Duration::from_millis(rng.gen_range(50..400));
+        run_child_with(dir.path(), run, Kill::After(d), &acks, "sync", &reshape);
+        let n = verify(dir.path(), &acks);
+        eprintln!("run {run}: killed after {d:?} while reshaping, {n} batches verified");
+        run += 1;
+    }
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let regions = store.regions("crash").unwrap();
+    assert_ne!(regions.len(), 16, "no split or merge ever happened");
 }

@@ -23,7 +23,8 @@ use telestore::hfile::{HFileReader, HFileWriter, WriterOptions};
 use telestore::io::{IoChoice, StdBackend};
 use telestore::key::{self, DeviceId};
 use telestore::manifest::record::{decode_framed, fuzz_decode_manifest, Framed};
-use telestore::manifest::{FileMeta, Manifest, Record};
+use telestore::manifest::{FileMeta, Manifest, Record, RegionDef};
+use telestore::region::{pre_split_starts, route};
 use telestore::schema::batch::push_row;
 use telestore::wal::frame::{self, Decoded, Entry, EntryKind};
 use telestore::wal::segment;
@@ -37,6 +38,10 @@ const DEVICE: u64 = 42;
 const TABLE_ID: u32 = 1;
 const FILE_ID: u64 = 1;
 const TABLE_NAME: &str = "readings";
+/// Pre-split regions of the fixture table (`TableOptions::regions`): two
+/// keep the manifest's region map short; the layout id, and so the WAL and
+/// HFile fixtures, do not depend on it.
+const REGIONS: u32 = 2;
 /// Fields of the fixture table: one `value: u64`.
 const FIELDS_WIDTH: usize = 8;
 /// Cell: key 18 + seq 8 + kind 1 + fields.
@@ -145,10 +150,32 @@ fn schema() -> TableSchema {
         vec![Field::new("value", FieldType::U64)],
         TableOptions {
             compression: Compression::None,
+            regions: REGIONS,
             ..TableOptions::default()
         },
     )
     .unwrap()
+}
+
+/// The region map a new store gives the fixture table: `REGIONS` ranges of
+/// equal width over the hash prefix, ids `0..REGIONS`.
+fn fixture_regions() -> Vec<RegionDef> {
+    pre_split_starts(schema().options.regions)
+        .into_iter()
+        .enumerate()
+        .map(|(i, start)| RegionDef {
+            id: i as u32,
+            start,
+        })
+        .collect()
+}
+
+/// Id of the region holding the fixture device (all its keys share one
+/// hash prefix, and pre-split boundaries are prefix boundaries).
+fn fixture_region() -> u32 {
+    let starts: Vec<[u8; 18]> = fixture_regions().iter().map(|r| r.start).collect();
+    let r = route(&starts, &key::encode(DeviceId(DEVICE), T0_MS));
+    fixture_regions()[r].id
 }
 
 /// `(device, ts, value)` of the two rows of the put entry (seq 1 and 2).
@@ -254,17 +281,22 @@ fn generate_hfile(path: &Path) -> u64 {
 
 /// What a new store and one flush write: `Manifest::open` on an empty
 /// directory writes the initial snapshot (header + `FileIdFloor { 0 }`), then
-/// the `CreateTable` and `Files` records are appended.
+/// the `CreateTable` (with the pre-split region map, as `Store::create_table`
+/// writes it) and the `Files` record of the flush of the region holding the
+/// fixture device are appended.
 fn generate_manifest(hfile_len: u64) -> Vec<u8> {
     let tmp = tempfile::tempdir().unwrap();
     let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
     m.append(&[Record::CreateTable {
         table_id: TABLE_ID,
         schema: schema(),
+        regions: fixture_regions(),
+        next_region_id: REGIONS,
     }])
     .unwrap();
     m.append(&[Record::Files {
         table_id: TABLE_ID,
+        region_id: fixture_region(),
         added: vec![file_meta(hfile_len)],
         removed: vec![],
         flushed_seq: Some(4),
@@ -1134,13 +1166,64 @@ fn hand_record(payload: &[u8]) -> Vec<u8> {
     r.extend_from_slice(payload);
     r
 }
+/// A boundary key at hash prefix `p`: the prefix, big-endian, then 16 zero
+/// bytes.
+fn prefix_key(p: u16) -> [u8; 18] {
+    let mut k = [0u8; 18];
+    k[0..2].copy_from_slice(&p.to_be_bytes());
+    k
+}
+
+/// Start keys of `n` pre-split regions as manifest.md defines them: region
+/// `i` starts at hash prefix `floor(i * 65536 / n)`.
+fn hand_pre_split(n: u32) -> Vec<[u8; 18]> {
+    (0..n as u64)
+        .map(|i| prefix_key((i * 65_536 / n as u64) as u16))
+        .collect()
+}
+
+/// Payload of a `Split` record of table 1, by hand (manifest.md, tag 4).
+fn split_payload(parent: u32, at: &[u8; 18], left: u32, right: u32) -> Vec<u8> {
+    let mut p = vec![4];
+    p.extend_from_slice(&TABLE_ID.to_le_bytes());
+    p.extend_from_slice(&parent.to_le_bytes());
+    p.extend_from_slice(at);
+    p.extend_from_slice(&left.to_le_bytes());
+    p.extend_from_slice(&right.to_le_bytes());
+    assert_eq!(p.len(), 35);
+    p
+}
+
+/// Payload of a `Merge` record of table 1, by hand (manifest.md, tag 5).
+fn merge_payload(left: u32, right: u32, merged: u32) -> Vec<u8> {
+    let mut p = vec![5];
+    for x in [TABLE_ID, left, right, merged] {
+        p.extend_from_slice(&x.to_le_bytes());
+    }
+    assert_eq!(p.len(), 17);
+    p
+}
+
+/// Payload of a `Files` record of table 1 that adds and removes nothing and
+/// raises `region`'s flushed_seq, by hand (manifest.md, tag 2).
+fn flushed_payload(region: u32, flushed_seq: u64) -> Vec<u8> {
+    let mut p = vec![2];
+    p.extend_from_slice(&TABLE_ID.to_le_bytes());
+    p.extend_from_slice(&region.to_le_bytes());
+    p.push(1);
+    p.extend_from_slice(&flushed_seq.to_le_bytes());
+    p.extend_from_slice(&0u32.to_le_bytes());
+    p.extend_from_slice(&0u32.to_le_bytes());
+    assert_eq!(p.len(), 26);
+    p
+}
 
 #[test]
 fn manifest_follows_the_spec() {
     let b = read(&manifest_path());
-    assert_eq!(b.len(), 186);
+    assert_eq!(b.len(), 242);
     assert_eq!(&b[0..4], b"TSMF");
-    assert_eq!(u32_at(&b, 4), 1, "manifest version");
+    assert_eq!(u32_at(&b, 4), 2, "manifest version");
     assert_eq!(u32_at(&b, 8), crc32c::crc32c(&b[0..8]));
     let recs = hand_records(&b);
     assert_eq!(recs.len(), 3);
@@ -1155,9 +1238,9 @@ fn manifest_follows_the_spec() {
     assert_eq!((*pos, p.len()), (12, 9));
     assert_eq!((p[0], u64_at(p, 1)), (3, 0), "max_file_id = 0");
 
-    // CreateTable.
+    // CreateTable: schema, then the region map.
     let (pos, p) = &recs[1];
-    assert_eq!((*pos, p.len()), (33, 51));
+    assert_eq!((*pos, p.len()), (33, 103));
     assert_eq!((p[0], u32_at(p, 1)), (1, TABLE_ID));
     assert_eq!(u16_at(p, 5), 8);
     assert_eq!(&p[7..15], TABLE_NAME.as_bytes());
@@ -1165,20 +1248,33 @@ fn manifest_follows_the_spec() {
     assert_eq!(u16_at(p, 17), 5);
     assert_eq!(&p[19..24], b"value");
     assert_eq!(p[24], 5, "u64");
-    let o = &p[25..];
+    let o = &p[25..51];
     assert_eq!(i64_at(o, 0), 0, "no ttl");
     assert_eq!(u32_at(o, 8), 1, "max_versions");
     assert_eq!((o[12], u32_at(o, 13)), (0, 0), "codec none, level 0");
     assert_eq!(u32_at(o, 17), 64 * 1024, "block_size_bytes");
-    assert_eq!((o[21], u32_at(o, 22)), (1, 16), "bloom, regions");
+    assert_eq!((o[21], u32_at(o, 22)), (1, REGIONS), "bloom, regions");
+    assert_eq!(u32_at(p, 51), REGIONS, "next_region_id");
+    assert_eq!(u32_at(p, 55), REGIONS, "region count");
+    let starts = hand_pre_split(REGIONS);
+    assert_eq!(starts, [[0u8; 18], prefix_key(0x8000)]);
+    for (i, start) in starts.iter().enumerate() {
+        let r = &p[59 + 22 * i..59 + 22 * (i + 1)];
+        assert_eq!(u32_at(r, 0), i as u32, "region {i} id");
+        assert_eq!(&r[4..22], start, "region {i} start");
+    }
+    assert_eq!(p.len(), 59 + 22 * REGIONS as usize);
 
-    // Files.
+    // Files, naming the region that holds the fixture device's keys.
+    let key = hand_key(DEVICE, T0_MS);
+    let region = starts.iter().rposition(|s| *s <= key).unwrap() as u32;
+    assert_eq!(region, 1, "prefix d5a6 lies in the upper half");
     let (pos, p) = &recs[2];
-    assert_eq!((*pos, p.len()), (96, 78));
-    assert_eq!((p[0], u32_at(p, 1)), (2, TABLE_ID));
-    assert_eq!((p[5], u64_at(p, 6)), (1, 4), "flushed_seq = Some(4)");
-    assert_eq!(u32_at(p, 14), 1, "one added file");
-    let f = &p[18..74];
+    assert_eq!((*pos, p.len()), (148, 82));
+    assert_eq!((p[0], u32_at(p, 1), u32_at(p, 5)), (2, TABLE_ID, region));
+    assert_eq!((p[9], u64_at(p, 10)), (1, 4), "flushed_seq = Some(4)");
+    assert_eq!(u32_at(p, 18), 1, "one added file");
+    let f = &p[22..78];
     let hfile_len = read(&hfile_path()).len() as u64;
     assert_eq!(
         (u64_at(f, 0), u64_at(f, 8), u64_at(f, 16)),
@@ -1186,7 +1282,7 @@ fn manifest_follows_the_spec() {
     );
     assert_eq!((u64_at(f, 24), u64_at(f, 32)), (1, 4));
     assert_eq!((i64_at(f, 40), i64_at(f, 48)), (T0_MS, T0_MS + 1_000));
-    assert_eq!(u32_at(p, 74), 0, "no removed files");
+    assert_eq!(u32_at(p, 78), 0, "no removed files");
 }
 
 #[test]
@@ -1203,18 +1299,65 @@ fn manifest_is_accepted_by_the_crate() {
         decode_framed(&b[12..]),
         Framed::Record(Record::FileIdFloor { max_file_id: 0 }, 21)
     ));
+    match decode_framed(&b[33..]) {
+        Framed::Record(
+            Record::CreateTable {
+                table_id,
+                regions,
+                next_region_id,
+                ..
+            },
+            115,
+        ) => {
+            assert_eq!((table_id, next_region_id), (TABLE_ID, REGIONS));
+            assert_eq!(regions, fixture_regions());
+        }
+        other => panic!("CreateTable at 33: {other:?}"),
+    }
+    assert_eq!(fixture_region(), 1);
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("MANIFEST"), &b).unwrap();
     let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
     let t = &m.state().tables[&TABLE_ID];
     assert_eq!(t.schema, schema());
-    assert_eq!(t.flushed_seq, 4);
+    assert_eq!(t.next_region_id, REGIONS);
+    assert_eq!(
+        region_map(m.state()),
+        [
+            ([0; 18], 0, 0, vec![]),
+            (prefix_key(0x8000), 1, 4, vec![FILE_ID])
+        ]
+    );
     let len = read(&hfile_path()).len() as u64;
     assert_eq!(
-        t.files.values().copied().collect::<Vec<_>>(),
+        t.all_files().values().copied().collect::<Vec<_>>(),
         [file_meta(len)]
     );
     assert_eq!(m.state().max_file_id, FILE_ID);
+}
+
+#[test]
+fn manifest_create_table_is_what_a_new_store_writes() {
+    // `Store::create_table` of the fixture schema on a new store writes the
+    // fixture's first 148 bytes: header, FileIdFloor, CreateTable with the
+    // pre-split region map.
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        io: Some(IoChoice::Std),
+        ..Options::default()
+    };
+    let store = Store::open(tmp.path(), opts).unwrap();
+    assert_eq!(store.create_table(schema()).unwrap(), TABLE_ID);
+    let b = read(&tmp.path().join("MANIFEST"));
+    let ids: Vec<u32> = store
+        .regions(TABLE_NAME)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    store.close().unwrap();
+    assert_eq!(b, read(&manifest_path())[..148]);
+    assert_eq!(ids, [0, 1]);
 }
 
 /// Open a copy of the fixture manifest changed by `f`; returns the state
@@ -1231,13 +1374,28 @@ fn open_manifest_changed(
     (r, std::fs::metadata(&p).unwrap().len())
 }
 
-/// `(tables, files of table 1, flushed_seq of table 1, max_file_id)`.
+/// `(tables, files of table 1 over all its regions, flushed_seq of the
+/// region of table 1 holding the fixture device, max_file_id)`.
 fn summary(s: &telestore::manifest::State) -> (usize, usize, u64, u64) {
-    let (files, flushed) = s
-        .tables
-        .get(&TABLE_ID)
-        .map_or((0, 0), |t| (t.files.len(), t.flushed_seq));
+    let key = hand_key(DEVICE, T0_MS);
+    let (files, flushed) = s.tables.get(&TABLE_ID).map_or((0, 0), |t| {
+        let (_, r) = t.regions.range(..=key).next_back().unwrap();
+        (t.all_files().len(), r.flushed_seq)
+    });
     (s.tables.len(), files, flushed, s.max_file_id)
+}
+
+/// `(start, id, flushed_seq, file ids)` of each region of table 1, in key
+/// order.
+fn region_map(s: &telestore::manifest::State) -> Vec<([u8; 18], u32, u64, Vec<u64>)> {
+    s.tables[&TABLE_ID]
+        .regions
+        .iter()
+        .map(|(start, r)| {
+            let files = r.files.keys().copied().collect();
+            (*start, r.id, r.flushed_seq, files)
+        })
+        .collect()
 }
 
 #[track_caller]
@@ -1260,50 +1418,61 @@ fn assert_manifest_checksum_at(r: telestore::Result<telestore::manifest::State>,
 #[test]
 fn manifest_torn_append_is_dropped() {
     // Cut anywhere: the incomplete record is dropped and the file truncated.
-    for cut in 12..=186 {
+    for cut in 12..=242 {
         let (r, len) = open_manifest_changed(|b| b.truncate(cut));
         let s = r.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
         let want = match cut {
             0..=32 => ((0, 0, 0, 0), 12),
-            33..=95 => ((0, 0, 0, 0), 33),
-            96..=185 => ((1, 0, 0, 0), 96),
-            _ => ((1, 1, 4, 1), 186),
+            33..=147 => ((0, 0, 0, 0), 33),
+            148..=241 => ((1, 0, 0, 0), 148),
+            _ => ((1, 1, 4, 1), 242),
         };
         assert_eq!((summary(&s), len), want, "cut at {cut}");
     }
     // Zeros instead of the last record (size extended, data never written),
     // or instead of its payload only.
-    for from in [96, 96 + 12] {
+    for from in [148, 148 + 12] {
         let (r, len) = open_manifest_changed(|b| b[from..].fill(0));
-        assert_eq!((summary(&r.unwrap()), len), ((1, 0, 0, 0), 96));
+        assert_eq!((summary(&r.unwrap()), len), ((1, 0, 0, 0), 148));
     }
     // Zeros after the last record.
-    let (r, len) = open_manifest_changed(|b| b.resize(186 + 100, 0));
-    assert_eq!((summary(&r.unwrap()), len), ((1, 1, 4, 1), 186));
+    let (r, len) = open_manifest_changed(|b| b.resize(242 + 100, 0));
+    assert_eq!((summary(&r.unwrap()), len), ((1, 1, 4, 1), 242));
+    // A torn Split leaves the parent region in place.
+    let split = hand_record(&split_payload(1, &prefix_key(0xc000), 2, 3));
+    for keep in [1, 12, 46] {
+        let (r, len) = open_manifest_changed(|b| b.extend(&split[..keep]));
+        let s = r.unwrap();
+        assert_eq!(len, 242, "torn Split of {keep} bytes cut");
+        assert_eq!(region_map(&s).len(), 2);
+        assert_eq!(s.tables[&TABLE_ID].next_region_id, REGIONS);
+    }
 }
 
 #[test]
 fn manifest_corruption_is_handled_as_specified() {
     let flipped = |at: usize| open_manifest_changed(|b| b[at] ^= 0x01);
     // Rot in the last, complete record: an error, never dropped.
-    let (r, len) = flipped(96 + 12 + 20);
-    assert_manifest_checksum_at(r, 96);
-    assert_eq!(len, 186, "nothing is cut");
-    let (r, _) = flipped(96 + 1);
-    assert_manifest_checksum_at(r, 96);
-    let (r, _) = open_manifest_changed(|b| b[150..].fill(0));
-    assert_manifest_checksum_at(r, 96);
+    let (r, len) = flipped(148 + 12 + 20);
+    assert_manifest_checksum_at(r, 148);
+    assert_eq!(len, 242, "nothing is cut");
+    let (r, _) = flipped(148 + 1);
+    assert_manifest_checksum_at(r, 148);
+    let (r, _) = open_manifest_changed(|b| b[200..].fill(0));
+    assert_manifest_checksum_at(r, 148);
     // Damage before the last record.
     let (r, _) = flipped(33 + 12 + 10);
     assert_manifest_checksum_at(r, 33);
+    let (r, _) = flipped(33 + 12 + 70); // in the region map
+    assert_manifest_checksum_at(r, 33);
     let (r, _) = flipped(12 + 4); // payload_crc is covered by header_crc
     assert_manifest_checksum_at(r, 12);
-    let (r, _) = open_manifest_changed(|b| b[33..96].fill(0));
+    let (r, _) = open_manifest_changed(|b| b[33..148].fill(0));
     assert_manifest_checksum_at(r, 33);
     // Valid checksums, invalid contents: Corrupt, even as the last record.
     let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&[9, 0, 0])));
-    assert_corrupt_at(r, "MANIFEST", 186);
-    assert_eq!(len, 186 + 15);
+    assert_corrupt_at(r, "MANIFEST", 242);
+    assert_eq!(len, 242 + 15);
     let (r, _) = open_manifest_changed(|b| {
         let mut h = ((16u32 << 20) + 1).to_le_bytes().to_vec();
         h.extend_from_slice(&[0; 4]);
@@ -1311,33 +1480,280 @@ fn manifest_corruption_is_handled_as_specified() {
         h.extend_from_slice(&c.to_le_bytes());
         b.extend(h);
     });
-    assert_corrupt_at(r, "MANIFEST", 186);
+    assert_corrupt_at(r, "MANIFEST", 242);
     let (r, _) = open_manifest_changed(|b| {
-        let again = b[33..96].to_vec(); // CreateTable of table 1, again
+        let again = b[33..148].to_vec(); // CreateTable of table 1, again
         b.extend(again);
     });
-    assert_corrupt_at(r, "MANIFEST", 186);
+    assert_corrupt_at(r, "MANIFEST", 242);
+    // A Split payload one byte short, or with a byte too many.
+    let p = split_payload(1, &prefix_key(0xc000), 2, 3);
+    for bad in [p[..34].to_vec(), [&p[..], &[0]].concat()] {
+        let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&bad)));
+        assert_corrupt_at(r, "MANIFEST", 242);
+    }
+    // A region map that does not start at the zero key, or is not sorted.
+    for map in [
+        vec![(0u32, prefix_key(0x0001))],
+        vec![
+            (0, [0; 18]),
+            (1, prefix_key(0x9000)),
+            (2, prefix_key(0x8000)),
+        ],
+        vec![(0, [0; 18]), (0, prefix_key(0x8000))],
+    ] {
+        let (r, _) = open_manifest_changed(|b| {
+            let mut p = recs_payload(b, 1)[..51].to_vec();
+            p[1] = 2; // table 2
+            p[7] = b'x'; // "xeadings"
+            p.extend_from_slice(&(map.len() as u32).to_le_bytes());
+            p.extend_from_slice(&(map.len() as u32).to_le_bytes());
+            for (id, start) in &map {
+                p.extend_from_slice(&id.to_le_bytes());
+                p.extend_from_slice(start);
+            }
+            b.extend(hand_record(&p));
+        });
+        assert_corrupt_at(r, "MANIFEST", 242);
+    }
     // Header.
     let (r, _) = flipped(5);
     assert!(
         matches!(r, Err(Error::ChecksumMismatch { offset: 0, .. })),
         "manifest header CRC: {r:?}"
     );
-    let (r, _) = open_manifest_changed(|b| {
-        b[4] = 2;
-        let c = crc32c::crc32c(&b[0..8]);
-        b[8..12].copy_from_slice(&c.to_le_bytes());
-    });
-    assert!(
-        matches!(
-            r,
-            Err(Error::UnsupportedVersion {
-                what: "manifest",
-                version: 2
-            })
-        ),
-        "{r:?}"
+    // Other versions, v1 (tables without regions) included, are refused.
+    for v in [1u8, 3] {
+        let (r, _) = open_manifest_changed(|b| {
+            b[4] = v;
+            let c = crc32c::crc32c(&b[0..8]);
+            b[8..12].copy_from_slice(&c.to_le_bytes());
+        });
+        assert!(
+            matches!(
+                r,
+                Err(Error::UnsupportedVersion {
+                    what: "manifest",
+                    version
+                }) if version == v as u32
+            ),
+            "{r:?}"
+        );
+    }
+}
+
+/// Payload of record `i` of a manifest image.
+fn recs_payload(b: &[u8], i: usize) -> Vec<u8> {
+    hand_records(b).swap_remove(i).1
+}
+
+#[test]
+fn manifest_split_and_merge_records_are_applied() {
+    let mid = prefix_key(0xc000);
+    // The hand-built bytes are what the crate decodes and encodes.
+    let split = hand_record(&split_payload(1, &mid, 2, 3));
+    assert_eq!(split.len(), 47);
+    let want = Record::Split {
+        table_id: TABLE_ID,
+        parent: 1,
+        at: mid,
+        left: 2,
+        right: 3,
+    };
+    assert!(matches!(decode_framed(&split), Framed::Record(ref r, 47) if *r == want));
+    let mut enc = Vec::new();
+    want.encode(&mut enc);
+    assert_eq!(enc, split, "Split encoding");
+    let merge = hand_record(&merge_payload(2, 3, 4));
+    assert_eq!(merge.len(), 29);
+    let want = Record::Merge {
+        table_id: TABLE_ID,
+        left: 2,
+        right: 3,
+        merged: 4,
+    };
+    assert!(matches!(decode_framed(&merge), Framed::Record(ref r, 29) if *r == want));
+    let mut enc = Vec::new();
+    want.encode(&mut enc);
+    assert_eq!(enc, merge, "Merge encoding");
+
+    // Split region 1 = [8000, end) at c000: both daughters list the
+    // parent's file and inherit its flushed_seq.
+    let (r, len) = open_manifest_changed(|b| b.extend(&split));
+    let s = r.unwrap();
+    assert_eq!(len, 242 + 47);
+    assert_eq!(
+        region_map(&s),
+        [
+            ([0; 18], 0, 0, vec![]),
+            (prefix_key(0x8000), 2, 4, vec![FILE_ID]),
+            (mid, 3, 4, vec![FILE_ID]),
+        ]
     );
+    assert_eq!(s.tables[&TABLE_ID].next_region_id, 4);
+    assert_eq!(summary(&s), (1, 1, 4, 1), "a shared file counts once");
+
+    // The left daughter flushes up to 9, then the two merge: the merged
+    // region starts where the left one did, lists the union of the files
+    // and takes the higher flushed_seq.
+    let flushed = hand_record(&flushed_payload(2, 9));
+    let (r, _) = open_manifest_changed(|b| {
+        b.extend(&split);
+        b.extend(&flushed);
+        b.extend(&merge);
+    });
+    let s = r.unwrap();
+    assert_eq!(
+        region_map(&s),
+        [
+            ([0; 18], 0, 0, vec![]),
+            (prefix_key(0x8000), 4, 9, vec![FILE_ID]),
+        ]
+    );
+    assert_eq!(s.tables[&TABLE_ID].next_region_id, 5);
+
+    // A snapshot lists the current region map in its CreateTable and no
+    // Split or Merge: floor, CreateTable, then per region in key order its
+    // files (if any) and its flushed_seq.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = read(&manifest_path());
+    b.extend(&split);
+    std::fs::write(tmp.path().join("MANIFEST"), &b).unwrap();
+    let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    let want = m.state().clone();
+    m.rewrite().unwrap();
+    drop(m);
+    let b = read(&tmp.path().join("MANIFEST"));
+    let recs = hand_records(&b);
+    let tags: Vec<(u8, Option<u32>)> = recs
+        .iter()
+        .map(|(_, p)| (p[0], (p[0] == 2).then(|| u32_at(p, 5))))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            (3, None),
+            (1, None),
+            (2, Some(0)),
+            (2, Some(2)),
+            (2, Some(2)),
+            (2, Some(3)),
+            (2, Some(3))
+        ]
+    );
+    let p = &recs[1].1;
+    assert_eq!((u32_at(p, 51), u32_at(p, 55)), (4, 3), "next id, count");
+    let map: Vec<(u32, &[u8])> = (0..3)
+        .map(|i| (u32_at(p, 59 + 22 * i), &p[63 + 22 * i..81 + 22 * i]))
+        .collect();
+    assert_eq!(
+        map,
+        [
+            (0, &[0u8; 18][..]),
+            (2, &prefix_key(0x8000)[..]),
+            (3, &mid[..])
+        ]
+    );
+    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    assert_eq!(m.state(), &want);
+}
+
+#[test]
+fn manifest_spec_example_is_current() {
+    // The annotated hex dumps of manifest.md show the fixture and the
+    // hand-built Split and Merge: every checksum they show is current.
+    let spec = String::from_utf8(read(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/manifest.md"),
+    ))
+    .unwrap();
+    let mut b = read(&manifest_path());
+    let len = b.len();
+    assert!(spec.contains(&format!("({len} bytes")), "fixture length");
+    b.extend(hand_record(&split_payload(1, &prefix_key(0xc000), 2, 3)));
+    b.extend(hand_record(&merge_payload(2, 3, 4)));
+    let mut crcs = vec![u32_at(&b, 8)];
+    for (pos, _) in hand_records(&b) {
+        crcs.extend([u32_at(&b, pos + 4), u32_at(&b, pos + 8)]);
+    }
+    assert_eq!(crcs.len(), 11);
+    for c in crcs {
+        let shown = format!("= 0x{c:08x}");
+        assert!(spec.contains(&shown), "formats/manifest.md lacks {shown}");
+    }
+}
+
+#[test]
+fn manifest_bad_splits_and_merges_are_corrupt() {
+    let mid = prefix_key(0xc000);
+    // Regions: 0 = [0, 8000), 1 = [8000, end); next_region_id = 2.
+    for (what, p) in [
+        (
+            "at below the parent",
+            split_payload(1, &prefix_key(0x4000), 2, 3),
+        ),
+        (
+            "at the parent's start",
+            split_payload(1, &prefix_key(0x8000), 2, 3),
+        ),
+        (
+            "at the parent's end",
+            split_payload(0, &prefix_key(0x8000), 2, 3),
+        ),
+        ("at past the parent", split_payload(0, &mid, 2, 3)),
+        ("at the zero key", split_payload(0, &[0; 18], 2, 3)),
+        ("unknown parent", split_payload(7, &mid, 2, 3)),
+        ("left == right", split_payload(1, &mid, 2, 2)),
+        ("left id below next", split_payload(1, &mid, 1, 2)),
+        ("right id below next", split_payload(1, &mid, 2, 0)),
+    ] {
+        let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&p)));
+        assert_edit_corrupt_at(r, 242, what);
+        assert_eq!(len, 242 + 47, "{what}: nothing is cut");
+    }
+    // After a split at c000: 0 = [0, 8000), 2 = [8000, c000), 3 = [c000,
+    // end); next_region_id = 4.
+    let split = hand_record(&split_payload(1, &mid, 2, 3));
+    for (what, p) in [
+        ("the parent is gone", flushed_payload(1, 5)),
+        (
+            "split of the parent again",
+            split_payload(1, &prefix_key(0xe000), 4, 5),
+        ),
+        ("right before left", merge_payload(3, 2, 4)),
+        ("not adjacent", merge_payload(0, 3, 4)),
+        ("the last region", merge_payload(3, 0, 4)),
+        ("unknown left", merge_payload(9, 3, 4)),
+        ("merged id reused", merge_payload(2, 3, 3)),
+        ("merged id of the parent", merge_payload(2, 3, 1)),
+    ] {
+        let (r, _) = open_manifest_changed(|b| {
+            b.extend(&split);
+            b.extend(hand_record(&p));
+        });
+        assert_edit_corrupt_at(r, 242 + 47, what);
+    }
+}
+
+/// A valid record that cannot be applied: `Corrupt` naming the MANIFEST,
+/// the record's offset and "manifest edit".
+#[track_caller]
+fn assert_edit_corrupt_at(
+    r: telestore::Result<telestore::manifest::State>,
+    offset: u64,
+    what: &str,
+) {
+    match r {
+        Err(Error::Corrupt {
+            what: w,
+            file,
+            offset: o,
+        }) => {
+            assert!(file.ends_with("MANIFEST"), "{what}: {}", file.display());
+            assert_eq!(o, offset, "{what}");
+            assert!(w.starts_with("manifest edit"), "{what}: {w}");
+        }
+        other => panic!("{what}: expected Corrupt at {offset}, got {other:?}"),
+    }
 }
 
 #[test]
@@ -1350,7 +1766,8 @@ fn manifest_file_id_floor_and_leftover_tmp() {
     assert_eq!(summary(&r.unwrap()), (1, 1, 4, 1));
     // A snapshot starts with the floor: FileIdFloor(max_file_id) first.
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("MANIFEST"), read(&manifest_path())).unwrap();
+    let fixture = read(&manifest_path());
+    std::fs::write(tmp.path().join("MANIFEST"), &fixture).unwrap();
     std::fs::write(tmp.path().join("MANIFEST.tmp"), b"half a snapshot").unwrap();
     let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
     assert!(
@@ -1363,9 +1780,13 @@ fn manifest_file_id_floor_and_leftover_tmp() {
     assert_eq!(recs[0], (12, floor_payload(FILE_ID)));
     assert_eq!(
         recs.len(),
-        4,
-        "floor, CreateTable, Files (the live files), Files (flushed_seq)"
+        5,
+        "floor, CreateTable, Files (region 0: flushed_seq), \
+         Files (region 1: the live files), Files (region 1: flushed_seq)"
     );
+    assert_eq!(recs[1], (33, recs_payload(&fixture, 1)), "same region map");
+    assert_eq!(recs[2].1, flushed_payload(0, 0));
+    assert_eq!(recs[4].1, flushed_payload(1, 4));
 }
 
 fn floor_payload(max_file_id: u64) -> Vec<u8> {
@@ -1378,23 +1799,52 @@ fn floor_payload(max_file_id: u64) -> Vec<u8> {
 
 #[test]
 fn fixture_store_directory_opens_and_reads() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    for p in [manifest_path(), wal_path(), hfile_path()] {
-        let rel = p.strip_prefix(store_dir()).unwrap();
-        let dest = dir.join(rel);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(&p, &dest).unwrap();
+    let base = read(&manifest_path());
+    let mid = hand_record(&split_payload(1, &prefix_key(0xc000), 2, 3));
+    // Inside the device's run: its newer row (smaller key) goes left, the
+    // older row, its point delete and the range tombstone go right.
+    let inside = hand_record(&split_payload(1, &hand_key(DEVICE, T0_MS), 2, 3));
+    let merge = hand_record(&merge_payload(2, 3, 4));
+    let variants: [(&str, Vec<u8>, &[u32]); 4] = [
+        ("as written", base.clone(), &[0, 1]),
+        ("split at c000", [&base[..], &mid].concat(), &[0, 2, 3]),
+        (
+            "split inside the device",
+            [&base[..], &inside].concat(),
+            &[0, 2, 3],
+        ),
+        (
+            "split then merge",
+            [&base[..], &mid, &merge].concat(),
+            &[0, 4],
+        ),
+    ];
+    for (what, manifest, ids) in variants {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        for p in [wal_path(), hfile_path()] {
+            let rel = p.strip_prefix(store_dir()).unwrap();
+            let dest = dir.join(rel);
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::copy(&p, &dest).unwrap();
+        }
+        std::fs::write(dir.join("MANIFEST"), &manifest).unwrap();
+        let opts = Options {
+            io: Some(IoChoice::Std),
+            ..Options::default()
+        };
+        let store = Store::open(&dir, opts).unwrap();
+        let regions = store.regions(TABLE_NAME).unwrap();
+        let got: Vec<u32> = regions.iter().map(|r| r.id).collect();
+        assert_eq!(got, ids, "{what}");
+        let rows = store.latest(TABLE_NAME, DEVICE, 10).unwrap();
+        assert_eq!(rows.len(), 1, "{what}: the older row is deleted");
+        assert_eq!((rows[0].ts, rows[0].seq), (T0_MS + 1_000, 2), "{what}");
+        assert_eq!(rows[0].fields, 8u64.to_le_bytes(), "{what}");
+        assert!(
+            store.get(TABLE_NAME, DEVICE, T0_MS).unwrap().is_none(),
+            "{what}"
+        );
+        store.close().unwrap();
     }
-    let opts = Options {
-        io: Some(IoChoice::Std),
-        ..Options::default()
-    };
-    let store = Store::open(&dir, opts).unwrap();
-    let rows = store.latest(TABLE_NAME, DEVICE, 10).unwrap();
-    assert_eq!(rows.len(), 1, "the older row is deleted");
-    assert_eq!((rows[0].ts, rows[0].seq), (T0_MS + 1_000, 2));
-    assert_eq!(rows[0].fields, 8u64.to_le_bytes());
-    assert!(store.get(TABLE_NAME, DEVICE, T0_MS).unwrap().is_none());
-    store.close().unwrap();
 }

@@ -336,9 +336,19 @@ fn manifest() -> Vec<u8> {
         Record::CreateTable {
             table_id: 1,
             schema: testkit::readings_schema("readings"),
+            regions: telestore::region::pre_split_starts(4)
+                .into_iter()
+                .enumerate()
+                .map(|(i, start)| mrec::RegionDef {
+                    id: i as u32,
+                    start,
+                })
+                .collect(),
+            next_region_id: 4,
         },
         Record::Files {
             table_id: 1,
+            region_id: 2,
             added: vec![FileMeta {
                 file_id: 7,
                 len_bytes: 65_536,
@@ -353,11 +363,25 @@ fn manifest() -> Vec<u8> {
         },
         Record::Files {
             table_id: 1,
+            region_id: 2,
             added: vec![],
             removed: vec![7],
             flushed_seq: None,
         },
         Record::FileIdFloor { max_file_id: 7 },
+        Record::Split {
+            table_id: 1,
+            parent: 2,
+            at: telestore::region::prefix_start(0x9000),
+            left: 4,
+            right: 5,
+        },
+        Record::Merge {
+            table_id: 1,
+            left: 4,
+            right: 5,
+            merged: 6,
+        },
     ];
     for r in &records {
         r.encode(&mut out);

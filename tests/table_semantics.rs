@@ -316,10 +316,16 @@ fn exhausted_sequence_numbers_are_a_typed_error_not_a_wrap() {
         m.append(&[Record::CreateTable {
             table_id: 1,
             schema: small_schema("t", TableOptions::default()),
+            regions: vec![telestore::manifest::RegionDef {
+                id: 0,
+                start: telestore::region::KEY_MIN,
+            }],
+            next_region_id: 1,
         }])
         .unwrap();
         m.append(&[Record::Files {
             table_id: 1,
+            region_id: 0,
             added: vec![],
             removed: vec![],
             flushed_seq: Some(u64::MAX),

@@ -32,6 +32,11 @@ pub enum DebugCmd {
         /// sync or async (both must survive SIGKILL of the process).
         #[arg(long, default_value = "sync")]
         durability: String,
+        /// Also flush and split or merge a region every N ms (0: never).
+        /// With TELESTORE_PAUSE_AT=<point> the process stops at that step
+        /// of a split or merge (see `telestore::testkit::pause_point`).
+        #[arg(long, default_value_t = 0)]
+        split_every_ms: u64,
     },
 }
 
@@ -59,6 +64,7 @@ pub fn run(cmd: DebugCmd) -> Result<()> {
         threads,
         batches,
         durability,
+        split_every_ms,
     } = cmd;
     let durability = Durability::parse(&durability)?;
     let opts = Options {
@@ -85,9 +91,41 @@ pub fn run(cmd: DebugCmd) -> Result<()> {
             Ok(())
         }));
     }
+    if split_every_ms > 0 {
+        let store = store.clone();
+        std::thread::spawn(move || reshape_regions(&store, split_every_ms, base));
+    }
     for h in hs {
         h.join()
             .map_err(|_| anyhow::anyhow!("writer thread panicked"))??;
     }
     Ok(())
+}
+
+/// Flush, then split a region at its automatic point or merge two, in a
+/// loop; errors other than "no split point" end the loop (the writers
+/// then report the poisoned store).
+fn reshape_regions(store: &Store, every_ms: u64, seed: u64) {
+    let mut n = seed;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(every_ms));
+        n = telestore::testkit::mix(n);
+        if store.flush().is_err() {
+            return;
+        }
+        let Ok(regions) = store.regions("crash") else {
+            return;
+        };
+        let r = &regions[(n % regions.len() as u64) as usize];
+        let res = if regions.len() > 8 && n.is_multiple_of(3) {
+            store.merge_regions("crash", r.id).map(|_| ())
+        } else {
+            store.split_region("crash", r.id, None).map(|_| ())
+        };
+        if let Err(e) = res {
+            if !matches!(e, telestore::Error::InvalidInput { .. }) {
+                return;
+            }
+        }
+    }
 }

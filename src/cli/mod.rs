@@ -2,6 +2,7 @@
 
 mod bench;
 mod crash;
+mod regions;
 mod table;
 
 use anyhow::Result;
@@ -34,6 +35,10 @@ pub enum Cmd {
     /// Create and list tables.
     #[command(subcommand)]
     Table(table::TableCmd),
+    /// Show a table's regions (map, sizes, load, hotspots); split or merge
+    /// them. Load rates are those of the process holding the store open —
+    /// for this command, its own (idle) session.
+    Regions(regions::RegionsCmd),
     /// Test helpers (used by the crash tests).
     #[command(subcommand, hide = true)]
     Debug(crash::DebugCmd),
@@ -54,6 +59,7 @@ pub fn run() -> i32 {
     let res: Result<()> = match cli.cmd {
         Cmd::Bench(b) => bench::run(b),
         Cmd::Table(t) => table::run(t),
+        Cmd::Regions(r) => regions::run(r),
         Cmd::Debug(d) => crash::run(d),
     };
     match res {

@@ -30,7 +30,8 @@ pub enum TableCmd {
         /// Do not write bloom filters.
         #[arg(long)]
         no_bloom: bool,
-        /// Pre-split region count (stored; used by the regions feature).
+        /// Regions the table is pre-split into: equal slices of the 2-byte hash
+        /// prefix (1..=65536).
         #[arg(long, default_value_t = 16)]
         regions: u32,
         #[command(flatten)]

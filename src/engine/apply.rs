@@ -4,7 +4,7 @@
 //! its highest sequence number) and acknowledges the writers.
 
 use super::commit::{apply, WriteReq};
-use super::table::Table;
+use super::table::{Region, Table};
 use super::Shared;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::Ordering;
@@ -35,10 +35,11 @@ impl Applier {
             match m {
                 ApplyMsg::Writes(group) => {
                     for (w, seq) in group {
-                        apply(&w.table, seq, &w.op);
+                        let now = self.shared.opts.clock.now_ms();
+                        let touched = apply(&w.table, seq, &w.op, now);
                         let last = seq + w.op.count(w.table.schema.row_width()) - 1;
                         self.shared.applied_seq.fetch_max(last, Ordering::Release);
-                        self.maybe_freeze(&w.table);
+                        self.maybe_freeze(&w.table, &touched);
                         let _ = w.reply.send(Ok(seq));
                     }
                 }
@@ -51,19 +52,38 @@ impl Applier {
         }
     }
 
-    fn maybe_freeze(&self, t: &Arc<Table>) {
-        let bytes = t.active().bytes();
-        if bytes >= self.shared.opts.flush_threshold_bytes && t.freeze() {
-            self.shared.request_flush(t.id);
-            self.wait_for_flush_room(t);
+    /// Freeze a region's memstore at the flush threshold; under global
+    /// memory pressure freeze the largest one anywhere; then wait while
+    /// flushes are behind.
+    fn maybe_freeze(&self, t: &Arc<Table>, touched: &[Arc<Region>]) {
+        for r in touched {
+            if r.active().bytes() >= self.shared.opts.flush_threshold_bytes && r.freeze() {
+                self.shared.request_flush(t.id);
+            }
         }
+        let usage = self.shared.memstore_usage();
+        if usage.active + usage.frozen >= self.shared.opts.memstore_global_bytes {
+            if let Some((table, r)) = usage.largest {
+                if r.freeze() {
+                    self.shared.request_flush(table);
+                }
+            }
+        }
+        self.wait_for_flush_room(touched);
     }
 
-    /// Backpressure: while a table has too many frozen memstores, wait for
+    /// Backpressure: while a region has too many frozen memstores, or
+    /// frozen memstores together exceed half the global limit, wait for
     /// the flusher rather than growing memory without bound.
-    fn wait_for_flush_room(&self, t: &Arc<Table>) {
+    fn wait_for_flush_room(&self, touched: &[Arc<Region>]) {
         let max = self.shared.opts.frozen_memstores_max.max(1);
-        while t.frozen_count() > max && self.shared.check_poisoned().is_ok() {
+        let global = self.shared.opts.memstore_global_bytes / 2;
+        loop {
+            let behind = touched.iter().any(|r| r.frozen_count() > max)
+                || self.shared.memstore_usage().frozen > global;
+            if !behind || self.shared.check_poisoned().is_err() {
+                break;
+            }
             self.shared.wait_flush_progress(Duration::from_millis(50));
         }
     }

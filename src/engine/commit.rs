@@ -9,14 +9,17 @@
 
 use super::apply::ApplyMsg;
 use super::options::Durability;
-use super::table::Table;
+use super::table::{Region, Table};
 use super::Shared;
 use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
-use crate::key::DeviceId;
+use crate::key::{self, DeviceId, RowKey};
+use crate::memstore::{keyed_rows, KeyedRow};
+use crate::region;
 use crate::schema::Batch;
 use crate::wal::frame::{self, Entry, EntryKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -201,7 +204,7 @@ impl Committer {
             }
         };
         self.forced_for_segment = Some(oldest.no);
-        let flushed = self.shared.flushed_seqs();
+        let flushed = self.shared.durable_seqs();
         for (table, seq) in &oldest.table_max_seq {
             if flushed.get(table).copied().unwrap_or(0) < *seq {
                 let (tx, _rx) = crossbeam_channel::bounded(1);
@@ -315,20 +318,77 @@ fn encode_op(buf: &mut Vec<u8>, table_id: u32, first_seq: u64, count: u32, op: &
     );
 }
 
-/// Apply an op to the table's active memstore.
-pub fn apply(t: &Table, first_seq: u64, op: &Op) {
-    let mem = t.active();
+/// Apply an op: route its cells to the regions holding their keys, skip
+/// what a region already has in files (WAL replay), insert the rest into
+/// the regions' active memstores. Returns the regions touched. The region
+/// map is held for reading throughout, so a split or merge never sees a
+/// write half-applied.
+pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>> {
+    let regions = t.regions_for_write();
+    let mut touched = Vec::new();
     match op {
         Op::Put(b) => {
             let batch = Batch::new(b, t.schema.row_width()).expect("validated before commit");
-            mem.insert_puts(first_seq, &batch);
+            let rows = keyed_rows(first_seq, &batch);
+            let mut rest = &rows[..];
+            for r in regions.iter() {
+                let n = match &r.end {
+                    Some(e) => rest.partition_point(|k| k.before(e)),
+                    None => rest.len(),
+                };
+                let (mine, after) = rest.split_at(n);
+                rest = after;
+                let flushed = r.flushed_seq.load(Ordering::Relaxed);
+                let fresh: Vec<KeyedRow>;
+                let mine = if mine.iter().any(|k| k.seq() <= flushed) {
+                    fresh = mine.iter().filter(|k| k.seq() > flushed).copied().collect();
+                    &fresh[..]
+                } else {
+                    mine
+                };
+                if !mine.is_empty() {
+                    r.active().insert_rows(&batch, mine);
+                    r.stats.on_write(now_ms, mine.len() as u64);
+                    touched.push(r.clone());
+                }
+            }
         }
-        Op::DeletePoints(p) => mem.insert_deletes(first_seq, p),
-        Op::DeleteRange { device, from, to } => mem.insert_range_delete(RangeTombstone {
-            device: *device,
-            from: *from,
-            to: *to,
-            seq: first_seq,
-        }),
+        Op::DeletePoints(p) => {
+            let starts: Vec<RowKey> = regions.iter().map(|r| r.start).collect();
+            let mut by_region: Vec<Vec<(RowKey, u64)>> = vec![Vec::new(); regions.len()];
+            for (i, (d, ts)) in p.iter().enumerate() {
+                let k = key::encode(*d, *ts);
+                by_region[region::route(&starts, &k)].push((k, first_seq + i as u64));
+            }
+            for (r, mut pts) in regions.iter().zip(by_region) {
+                let flushed = r.flushed_seq.load(Ordering::Relaxed);
+                pts.retain(|(_, s)| *s > flushed);
+                if !pts.is_empty() {
+                    r.active().insert_deletes(&pts);
+                    r.stats.on_write(now_ms, pts.len() as u64);
+                    touched.push(r.clone());
+                }
+            }
+        }
+        Op::DeleteRange { device, from, to } => {
+            let Some((lo, hi)) = key::device_range(*device, *from, *to) else {
+                return touched;
+            };
+            let rt = RangeTombstone {
+                device: *device,
+                from: *from,
+                to: *to,
+                seq: first_seq,
+            };
+            for r in regions.iter() {
+                let reaches = region::clip(&lo, &hi, &r.start, r.end.as_ref()).is_some();
+                if reaches && first_seq > r.flushed_seq.load(Ordering::Relaxed) {
+                    r.active().insert_range_delete(rt);
+                    r.stats.on_write(now_ms, 1);
+                    touched.push(r.clone());
+                }
+            }
+        }
     }
+    touched
 }

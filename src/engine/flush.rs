@@ -1,10 +1,10 @@
 //! Flush: frozen memstore → HFile. The file is written to a temporary
 //! name through the I/O backend, fsynced, renamed, the directory fsynced,
-//! recorded in the manifest together with the table's new flushed
+//! recorded in the manifest together with the region's new flushed
 //! sequence number; only then does the memstore stop serving reads and
 //! may the WAL segments it covered retire.
 
-use super::table::Table;
+use super::table::{Region, Table};
 use super::Shared;
 use crate::cell;
 use crate::error::Result;
@@ -12,6 +12,7 @@ use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::Memstore;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Cells copied out of a memstore per step while writing.
@@ -27,37 +28,22 @@ pub fn file_name(file_id: u64) -> String {
     format!("{file_id:016}.hfile")
 }
 
-/// Flush every frozen memstore of `t`, oldest first.
+/// Flush every frozen memstore of `t`, the regions holding the most
+/// frozen bytes first; then retire WAL segments and split regions that
+/// grew past `region_split_bytes`. The caller must not hold the table's
+/// flush lock.
 pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
     let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut regions: Vec<_> = t.regions().iter().cloned().collect();
+    regions.sort_by_key(|r| std::cmp::Reverse(r.memstore_bytes().1));
     let mut n = 0;
-    loop {
-        let Some(mem) = t.snapshot().frozen.first().cloned() else {
-            break;
-        };
-        let reader = if mem.cell_count() > 0 || !mem.range_tombstones().is_empty() {
-            Some(write_file(shared, t, &mem)?)
-        } else {
-            None
-        };
-        let added = reader.iter().map(|r| meta_of(r)).collect();
-        shared.manifest().append(&[Record::Files {
-            table_id: t.id,
-            added,
-            removed: vec![],
-            flushed_seq: Some(mem.max_seq()),
-        }])?;
-        {
-            let mut st = t.write_state();
-            assert!(
-                Arc::ptr_eq(&st.frozen[0], &mem),
-                "frozen list changed during flush"
-            );
-            st.frozen.remove(0);
-            st.files.extend(reader);
+    let mut flushed = Vec::new();
+    for r in &regions {
+        let k = flush_region(shared, t, r)?;
+        if k > 0 {
+            flushed.push(r.id);
         }
-        shared.notify_flush_progress();
-        n += 1;
+        n += k;
     }
     if n > 0 {
         // Deleting old segments is housekeeping: a failure leaves them
@@ -65,6 +51,47 @@ pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
         if let Err(e) = shared.retire_wal() {
             tracing::warn!("could not retire WAL segments (retried later): {e}");
         }
+    }
+    for id in flushed {
+        super::split::maybe_split(shared, t, id)?;
+    }
+    Ok(n)
+}
+
+/// Flush a region's frozen memstores, oldest first. Takes no table lock
+/// (splits and merges call it with the region map held).
+pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
+    let mut n = 0;
+    loop {
+        let Some(mem) = r.snapshot().frozen.first().cloned() else {
+            break;
+        };
+        let reader = if mem.cell_count() > 0 || !mem.range_tombstones().is_empty() {
+            Some(write_file(shared, t, &mem)?)
+        } else {
+            None
+        };
+        let added = reader.iter().map(|f| meta_of(f)).collect();
+        shared.manifest().append(&[Record::Files {
+            table_id: t.id,
+            region_id: r.id,
+            added,
+            removed: vec![],
+            flushed_seq: Some(mem.max_seq()),
+        }])?;
+        r.flushed_seq.fetch_max(mem.max_seq(), Ordering::Relaxed);
+        {
+            let mut st = r.write_state();
+            assert!(
+                Arc::ptr_eq(&st.frozen[0], &mem),
+                "frozen list changed during flush"
+            );
+            st.frozen.remove(0);
+            st.files.extend(reader);
+        }
+        r.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        shared.notify_flush_progress();
+        n += 1;
     }
     Ok(n)
 }

@@ -15,17 +15,20 @@ mod flush;
 mod open;
 mod options;
 mod reads;
+mod regions;
+mod split;
 mod table;
 
 pub use options::{Durability, Options};
 pub use reads::ReadStats;
-pub use table::{Table, TableState};
+pub use regions::RegionInfo;
+pub use table::{Region, Table, TableState};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::io::{BackendRef, IoKind};
 use crate::key::DeviceId;
-use crate::manifest::{Manifest, Record};
+use crate::manifest::{Manifest, Record, RegionDef};
 use crate::schema::{Batch, TableSchema};
 use crate::wal::WalWriter;
 use commit::{Msg, Op, WriteReq};
@@ -104,23 +107,67 @@ impl Shared {
         let g = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
         let _ = self.progress.1.wait_timeout(g, timeout);
     }
-    /// Each table's flushed sequence number.
-    pub(crate) fn flushed_seqs(&self) -> HashMap<u32, u64> {
-        self.manifest()
-            .state()
-            .tables
+    /// Per table, the sequence number up to which every region's edits
+    /// are in HFiles (a WAL segment retires when it holds nothing newer).
+    pub(crate) fn durable_seqs(&self) -> HashMap<u32, u64> {
+        let applied = self.applied_seq.load(Ordering::Acquire);
+        self.tables_snapshot()
             .iter()
-            .map(|(id, t)| (*id, t.flushed_seq))
+            .map(|t| (t.id, t.durable_seq(applied)))
             .collect()
     }
 
     /// Delete WAL segments whose every edit has been flushed.
     pub(crate) fn retire_wal(&self) -> Result<()> {
-        let flushed = self.flushed_seqs();
-        let f = move |t: u32| flushed.get(&t).copied().unwrap_or(0);
+        let durable = self.durable_seqs();
+        let f = move |t: u32| durable.get(&t).copied().unwrap_or(0);
         self.wal().retire(&f)?;
         Ok(())
     }
+
+    /// Memstore bytes over every region, and the region with the largest
+    /// active memstore.
+    pub(crate) fn memstore_usage(&self) -> MemUsage {
+        let mut u = MemUsage::default();
+        let mut top = 0;
+        for t in self.tables_snapshot() {
+            for r in t.regions().iter() {
+                let (a, f) = r.memstore_bytes();
+                u.active += a;
+                u.frozen += f;
+                if a > top {
+                    top = a;
+                    u.largest = Some((t.id, r.clone()));
+                }
+            }
+        }
+        u
+    }
+
+    /// The lowest region id table `table` never used.
+    pub(crate) fn next_region_id(&self, table: u32) -> Result<u32> {
+        let m = self.manifest();
+        let t = m
+            .state()
+            .tables
+            .get(&table)
+            .ok_or_else(|| Error::invalid("table", format!("no table id {table}")))?;
+        t.next_region_id
+            .checked_add(2)
+            .map(|_| t.next_region_id)
+            .ok_or_else(|| Error::invalid("region", "region ids exhausted"))
+    }
+
+    /// Append to the manifest; an I/O failure leaves its tail unknown, so
+    /// it stops the write path.
+    pub(crate) fn append_or_poison(&self, records: &[Record]) -> Result<()> {
+        let r = self.manifest().append(records);
+        r.map_err(|e| match e {
+            Error::InvalidInput { .. } => e,
+            other => self.poison(&other),
+        })
+    }
+
     fn table(&self, name: &str) -> Result<Arc<Table>> {
         self.tables
             .read()
@@ -129,6 +176,14 @@ impl Shared {
             .cloned()
             .ok_or_else(|| Error::UnknownTable(name.to_string()))
     }
+}
+
+/// Memstore memory across the store.
+#[derive(Default)]
+pub(crate) struct MemUsage {
+    pub active: usize,
+    pub frozen: usize,
+    pub largest: Option<(u32, Arc<Region>)>,
 }
 
 /// Acknowledgement of a write.
@@ -148,6 +203,8 @@ pub struct StoreStats {
     pub hfiles: usize,
     pub hfile_bytes: u64,
     pub memstore_bytes: usize,
+    /// Regions over all tables.
+    pub regions: usize,
     pub cache: crate::cache::CacheStats,
 }
 
@@ -155,6 +212,8 @@ pub struct StoreStats {
 pub struct Store {
     shared: Arc<Shared>,
     commit_tx: Sender<Msg>,
+    /// Dropped to stop the monitor thread.
+    monitor_tx: Option<Sender<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -199,10 +258,22 @@ impl Store {
         self.shared
             .backend
             .sync_dir(&self.shared.dir.join("tables"))?;
+        let starts = crate::region::pre_split_starts(schema.options.regions);
+        let defs: Vec<RegionDef> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| RegionDef {
+                id: i as u32,
+                start: *s,
+            })
+            .collect();
         let created = m.append(&[Record::CreateTable {
             table_id: id,
             schema: schema.clone(),
+            regions: defs.clone(),
+            next_region_id: defs.len() as u32,
         }]);
+        drop(m);
         if let Err(e) = created {
             // A failed manifest write leaves its tail unknown: stop writes.
             return Err(match e {
@@ -210,9 +281,19 @@ impl Store {
                 other => self.shared.poison(&other),
             });
         }
+        let fw = schema.fields_width();
+        let regions = defs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let end = starts.get(i + 1).copied();
+                let st = Region::empty_state(fw, vec![]);
+                Arc::new(Region::new(d.id, d.start, end, st, 0))
+            })
+            .collect();
         tables.insert(
             schema.name.clone(),
-            Arc::new(Table::new(id, schema, vec![])),
+            Arc::new(Table::new(id, schema, regions)),
         );
         Ok(id)
     }
@@ -357,11 +438,17 @@ impl Store {
             ..Default::default()
         };
         for t in self.shared.tables_snapshot() {
-            let st = t.snapshot();
-            s.hfiles += st.files.len();
-            s.hfile_bytes += st.files.iter().map(|f| f.len_bytes()).sum::<u64>();
-            s.memstore_bytes +=
-                st.active.bytes() + st.frozen.iter().map(|m| m.bytes()).sum::<usize>();
+            let mut seen = std::collections::HashSet::new();
+            for r in t.regions().iter() {
+                let st = r.snapshot();
+                for f in st.files.iter().filter(|f| seen.insert(f.file_id())) {
+                    s.hfiles += 1;
+                    s.hfile_bytes += f.len_bytes();
+                }
+                s.memstore_bytes +=
+                    st.active.bytes() + st.frozen.iter().map(|m| m.bytes()).sum::<usize>();
+                s.regions += 1;
+            }
         }
         s
     }
@@ -376,6 +463,7 @@ impl Store {
     /// stops the apply thread after the queued groups), then the flusher —
     /// last, because the apply thread may be waiting for a flush.
     fn shutdown(&mut self) {
+        self.monitor_tx = None;
         let _ = self.commit_tx.send(Msg::Shutdown);
         let flusher = self.threads.pop();
         for t in self.threads.drain(..) {

@@ -4,7 +4,7 @@
 use super::apply::{Applier, APPLY_QUEUE_GROUPS};
 use super::commit::{apply, Committer, Op};
 use super::flush::{self, file_name};
-use super::table::Table;
+use super::table::{Region, Table};
 use super::{Options, Shared, Store};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -39,28 +39,47 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     let mut tables = HashMap::new();
     let mut max_seq = 0u64;
     for (id, entry) in &manifest.state().tables {
-        max_seq = max_seq.max(entry.flushed_seq);
         let files = load_files(dir, *id, entry, &cache, &*backend)?;
-        for f in &files {
+        for f in files.values() {
             max_seq = max_seq.max(f.info().max_seq);
         }
-        let t = Table::new(*id, entry.schema.clone(), files);
+        let fw = entry.schema.fields_width();
+        let mut regions = Vec::new();
+        for (start, r) in &entry.regions {
+            max_seq = max_seq.max(r.flushed_seq);
+            let mine = r
+                .files
+                .keys()
+                .filter_map(|f| files.get(f).cloned())
+                .collect();
+            let st = Region::empty_state(fw, mine);
+            let end = entry.end_of(start);
+            regions.push(Arc::new(Region::new(r.id, *start, end, st, r.flushed_seq)));
+        }
+        let t = Table::new(*id, entry.schema.clone(), regions);
         tables.insert(*id, Arc::new(t));
     }
+    // WAL segments holding nothing newer than every region's flushed seq
+    // are retired after replay.
     let flushed: HashMap<u32, u64> = manifest
         .state()
         .tables
         .iter()
-        .map(|(id, t)| (*id, t.flushed_seq))
+        .map(|(id, t)| {
+            (
+                *id,
+                t.regions.values().map(|r| r.flushed_seq).min().unwrap_or(0),
+            )
+        })
         .collect();
     let wal_dir = dir.join("wal");
+    let now = opts.clock.now_ms();
     let outcome = wal::replay(&wal_dir, &*backend, opts.salvage_wal, |e| {
-        replay_entry(&tables, &flushed, e)?;
         // Keep each memstore within the threshold while replaying a long
         // WAL; the frozen ones are flushed as soon as the threads run.
-        if let Some(t) = tables.get(&e.table_id) {
-            if t.active().bytes() >= opts.flush_threshold_bytes {
-                t.freeze();
+        for r in replay_entry(&tables, e, now)? {
+            if r.active().bytes() >= opts.flush_threshold_bytes {
+                r.freeze();
             }
         }
         Ok(())
@@ -122,8 +141,14 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         rx: apply_rx,
     };
     let s2 = shared.clone();
-    // Order matters to `Store::shutdown`: the flusher must stay last.
+    let s3 = shared.clone();
+    let (monitor_tx, monitor_rx) = bounded::<()>(1);
+    // Order matters to `Store::shutdown`: the monitor first (it stops when
+    // its channel closes), the flusher last.
     let threads = vec![
+        spawn("telestore-monitor", move || {
+            super::regions::monitor(s3, monitor_rx)
+        })?,
         spawn("telestore-commit", move || committer.run())?,
         spawn("telestore-apply", move || applier.run())?,
         spawn("telestore-flush", move || flusher(s2, flush_rx))?,
@@ -138,6 +163,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     Ok(Store {
         shared,
         commit_tx,
+        monitor_tx: Some(monitor_tx),
         threads,
     })
 }
@@ -185,18 +211,20 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File> {
     }
 }
 
-/// Open a table's live files; delete temporaries and files the manifest
-/// does not list (a crash between publishing a file and recording it).
+/// Open a table's live files (each once, shared by the regions listing
+/// it); delete temporaries and files the manifest does not list (a crash
+/// between publishing a file and recording it).
 fn load_files(
     dir: &Path,
     id: u32,
     entry: &TableEntry,
     cache: &Arc<BlockCache>,
     backend: &dyn io::Backend,
-) -> Result<Vec<Arc<HFileReader>>> {
+) -> Result<HashMap<u64, Arc<HFileReader>>> {
     let tdir = dir.join("tables").join(id.to_string());
     std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
-    let live: HashSet<String> = entry.files.keys().map(|f| file_name(*f)).collect();
+    let all = entry.all_files();
+    let live: HashSet<String> = all.keys().map(|f| file_name(*f)).collect();
     let mut removed = false;
     for ent in std::fs::read_dir(&tdir).map_err(|e| Error::io(&tdir, e))? {
         let ent = ent.map_err(|e| Error::io(&tdir, e))?;
@@ -211,13 +239,12 @@ fn load_files(
         backend.sync_dir(&tdir)?;
     }
     let fw = entry.schema.fields_width();
-    entry
-        .files
-        .keys()
+    all.keys()
         .map(|f| {
             let p = table_dir_of(dir, id).join(file_name(*f));
             let layout = Some(entry.schema.layout_id());
-            HFileReader::open_checked(&p, *f, fw, layout, cache.clone()).map(Arc::new)
+            let r = HFileReader::open_checked(&p, *f, fw, layout, cache.clone())?;
+            Ok((*f, Arc::new(r)))
         })
         .collect()
 }
@@ -226,17 +253,15 @@ fn table_dir_of(dir: &Path, id: u32) -> std::path::PathBuf {
     dir.join("tables").join(id.to_string())
 }
 
+/// Apply one WAL entry; each region skips what its files already hold.
 fn replay_entry(
     tables: &HashMap<u32, Arc<Table>>,
-    flushed: &HashMap<u32, u64>,
     e: &Entry<'_>,
-) -> Result<()> {
+    now_ms: i64,
+) -> Result<Vec<Arc<Region>>> {
     let t = tables
         .get(&e.table_id)
         .ok_or_else(|| Error::decode("wal entry", format!("unknown table id {}", e.table_id)))?;
-    if e.last_seq() <= flushed.get(&e.table_id).copied().unwrap_or(0) {
-        return Ok(());
-    }
     let op = match e.kind {
         EntryKind::Put => {
             let w = t.schema.row_width();
@@ -269,6 +294,5 @@ fn replay_entry(
             to: crate::util::bin::le_u64(e.payload, 16) as i64,
         },
     };
-    apply(t, e.first_seq, &op);
-    Ok(())
+    Ok(apply(t, e.first_seq, &op, now_ms))
 }

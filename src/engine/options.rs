@@ -3,6 +3,7 @@
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::io::{BackendRef, IoChoice};
+use crate::region::hotspot::HotspotConfig;
 use std::sync::Arc;
 
 /// When a write is acknowledged.
@@ -49,10 +50,21 @@ pub struct Options {
     pub io: Option<IoChoice>,
     /// A ready backend (tests inject faults this way); overrides `io`.
     pub backend: Option<BackendRef>,
-    /// A memstore is frozen and flushed when it reaches this size.
+    /// A region's memstore is frozen and flushed when it reaches this size.
     pub flush_threshold_bytes: usize,
-    /// Frozen memstores per table before writers wait for flushes.
+    /// Frozen memstores per region before writers wait for flushes.
     pub frozen_memstores_max: usize,
+    /// When all memstores together reach this size, the largest region's
+    /// memstore is frozen and flushed; writers wait while frozen memstores
+    /// alone hold more than half of it.
+    pub memstore_global_bytes: usize,
+    /// A region whose HFile data exceeds this splits in two after a flush
+    /// (`u64::MAX`: never automatically).
+    pub region_split_bytes: u64,
+    /// Hotspot detector settings.
+    pub hotspot: HotspotConfig,
+    /// Worker threads of a table-wide scan (one sub-scan per region).
+    pub scan_threads: usize,
     /// WAL segment size before rolling to a new segment.
     pub wal_segment_bytes: u64,
     /// Live WAL segments before the tables holding the oldest one back are
@@ -75,6 +87,10 @@ impl Default for Options {
             backend: None,
             flush_threshold_bytes: 64 << 20,
             frozen_memstores_max: 4,
+            memstore_global_bytes: 512 << 20,
+            region_split_bytes: 1 << 30,
+            hotspot: HotspotConfig::default(),
+            scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_segments_max: 8,
             async_sync_interval_ms: 100,
@@ -113,6 +129,37 @@ impl Options {
                 ),
             ));
         }
+        if self.memstore_global_bytes < self.flush_threshold_bytes {
+            return Err(Error::invalid(
+                "memstore_global_bytes",
+                format!(
+                    "{} below flush_threshold_bytes {}",
+                    self.memstore_global_bytes, self.flush_threshold_bytes
+                ),
+            ));
+        }
+        if self.region_split_bytes < 4096 {
+            return Err(Error::invalid(
+                "region_split_bytes",
+                format!("{} below 4096", self.region_split_bytes),
+            ));
+        }
+        if !(1..=64).contains(&self.scan_threads) {
+            return Err(Error::invalid(
+                "scan_threads",
+                format!("{} outside 1..=64", self.scan_threads),
+            ));
+        }
+        let h = &self.hotspot;
+        if !(h.k > 1.0 && h.k.is_finite()) || h.grace_ms < 0 || h.window_secs == 0 {
+            return Err(Error::invalid(
+                "hotspot",
+                format!(
+                    "k {} (> 1), grace {} ms (>= 0), window {} s (> 0)",
+                    h.k, h.grace_ms, h.window_secs
+                ),
+            ));
+        }
         if self.wal_segments_max < 2 {
             return Err(Error::invalid("wal_segments_max", "must be at least 2"));
         }
@@ -131,6 +178,10 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("io", &self.io)
             .field("flush_threshold_bytes", &self.flush_threshold_bytes)
+            .field("memstore_global_bytes", &self.memstore_global_bytes)
+            .field("region_split_bytes", &self.region_split_bytes)
+            .field("hotspot", &self.hotspot)
+            .field("scan_threads", &self.scan_threads)
             .field("wal_segment_bytes", &self.wal_segment_bytes)
             .field("async_sync_interval_ms", &self.async_sync_interval_ms)
             .field("block_cache_bytes", &self.block_cache_bytes)

@@ -2,18 +2,22 @@
 //! scans, merged over memstores and HFiles with newest-version-wins,
 //! tombstones, TTL and version limits.
 
-use super::table::{Table, TableState};
+use super::table::{Region, Table, TableState};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::hfile::writer::KEY_MAX;
 use crate::key::{self, DeviceId, RowKey, KEY_LEN};
 use crate::read::source::{CellSource, FileSource, MemSource};
 use crate::read::{merge_visible, Order, Row, RowView, Visibility};
+use crate::region;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What a read touched (for tests and benchmarks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadStats {
+    /// Regions the read touched.
+    pub regions: usize,
     pub memstores: usize,
     pub files_considered: usize,
     pub files_read: usize,
@@ -21,6 +25,7 @@ pub struct ReadStats {
 }
 
 /// Which cells a read wants.
+#[derive(Clone, Copy)]
 struct Query {
     lo: RowKey,
     hi: RowKey,
@@ -36,21 +41,48 @@ impl Store {
         self.shared.table(table)
     }
 
+    /// Run `q` over every region it reaches, in key order.
     fn run(
         &self,
         t: &Table,
         q: &Query,
-        visit: impl FnMut(RowView<'_>) -> bool,
+        mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
         // Everything applied (and so acknowledged) before this point is
         // visible; anything applied later is ignored, even if a memstore
         // chunk copied below already holds it.
-        let read_seq = self
-            .shared
-            .applied_seq
-            .load(std::sync::atomic::Ordering::Acquire);
-        let st: TableState = t.snapshot();
+        let read_seq = self.shared.applied_seq.load(Ordering::Acquire);
+        let mut total = ReadStats::default();
+        let mut more = true;
+        for r in t.regions().iter() {
+            let Some((lo, hi)) = region::clip(&q.lo, &q.hi, &r.start, r.end.as_ref()) else {
+                continue;
+            };
+            let sub = Query { lo, hi, ..*q };
+            let st = self.run_region(t, r, &sub, read_seq, |v| {
+                more = visit(v);
+                more
+            })?;
+            total.add(&st);
+            if !more {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Run `q` (already clipped to the region) over one region.
+    fn run_region(
+        &self,
+        t: &Table,
+        r: &Region,
+        q: &Query,
+        read_seq: u64,
+        visit: impl FnMut(RowView<'_>) -> bool,
+    ) -> Result<ReadStats> {
+        let st: TableState = r.snapshot();
         let mut stats = ReadStats {
+            regions: 1,
             memstores: 1 + st.frozen.len(),
             files_considered: st.files.len(),
             ..Default::default()
@@ -77,17 +109,17 @@ impl Store {
             tombs.retain(|t| t.device == d);
         }
         let o = &t.schema.options;
+        let now = self.shared.opts.clock.now_ms();
         let vis = Visibility {
             from: q.from,
             to: q.to,
-            ttl_cutoff: o
-                .ttl_ms
-                .map(|ttl| self.shared.opts.clock.now_ms().saturating_sub(ttl)),
+            ttl_cutoff: o.ttl_ms.map(|ttl| now.saturating_sub(ttl)),
             versions: q.versions.clamp(1, o.max_versions),
             tombstones: Visibility::group(tombs.into_iter().filter(|t| t.seq <= read_seq)),
             read_seq,
         };
         stats.rows = merge_visible(sources, &vis, visit)?;
+        r.stats.on_read(now, stats.rows);
         Ok(stats)
     }
 
@@ -207,7 +239,11 @@ impl Store {
     }
 
     /// Visit every device's readings with `from <= ts <= to`, in key order
-    /// (by hash prefix, then device, each device newest first).
+    /// (by hash prefix, then device, each device newest first), until
+    /// `visit` returns false. One sub-scan per region runs on up to
+    /// `scan_threads` workers; since regions are contiguous key ranges,
+    /// handing their results over in region order *is* key order, so the
+    /// merge costs only a bounded buffer per running sub-scan.
     pub fn scan_all(
         &self,
         table: &str,
@@ -231,6 +267,142 @@ impl Store {
             exact_key: None,
             versions: 1,
         };
-        self.run(&t, &q, visit)
+        parallel::scan(self, &t, &q, visit)
+    }
+}
+
+impl ReadStats {
+    fn add(&mut self, o: &ReadStats) {
+        self.regions += o.regions;
+        self.memstores += o.memstores;
+        self.files_considered += o.files_considered;
+        self.files_read += o.files_read;
+        self.rows += o.rows;
+    }
+}
+
+/// The parallel table-wide scan.
+mod parallel {
+    use super::*;
+    use crossbeam_channel::{bounded, Receiver, Sender};
+    use std::sync::atomic::AtomicUsize;
+
+    /// Rows per chunk handed from a worker to the caller.
+    const CHUNK_ROWS: usize = 4096;
+    /// Chunks buffered per region ahead of the caller.
+    const CHUNKS_AHEAD: usize = 2;
+
+    /// Rows of one region, packed: `device u64 | ts i64 | seq u64 | fields`.
+    enum Msg {
+        Rows(Vec<u8>),
+        Done(Result<ReadStats>),
+    }
+
+    pub(super) fn scan(
+        store: &Store,
+        t: &Table,
+        q: &Query,
+        mut visit: impl FnMut(RowView<'_>) -> bool,
+    ) -> Result<ReadStats> {
+        let read_seq = store.shared.applied_seq.load(Ordering::Acquire);
+        let regions = t.regions();
+        let fw = t.schema.fields_width();
+        let (senders, receivers): (Vec<Sender<Msg>>, Vec<Receiver<Msg>>) =
+            regions.iter().map(|_| bounded(CHUNKS_AHEAD)).unzip();
+        let next = AtomicUsize::new(0);
+        let workers = store.shared.opts.scan_threads.min(regions.len()).max(1);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let (Some(r), Some(tx)) = (regions.get(i), senders.get(i)) else {
+                        break;
+                    };
+                    let run =
+                        std::panic::AssertUnwindSafe(|| worker(store, t, r, q, read_seq, fw, tx));
+                    let alive = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                        let e = Error::invalid("scan", "a scan worker panicked (a bug)");
+                        tx.send(Msg::Done(Err(e))).is_ok()
+                    });
+                    if !alive {
+                        break;
+                    }
+                });
+            }
+            let mut total = ReadStats::default();
+            let res = consume(&receivers, fw, &mut visit, &mut total);
+            // Stop the workers: every send fails once its receiver is gone.
+            next.store(usize::MAX / 2, Ordering::Relaxed);
+            drop(receivers);
+            res.map(|()| total)
+        })
+    }
+
+    /// Scan one region into its channel; false when the caller stopped.
+    fn worker(
+        store: &Store,
+        t: &Table,
+        r: &Region,
+        q: &Query,
+        read_seq: u64,
+        fw: usize,
+        tx: &Sender<Msg>,
+    ) -> bool {
+        let Some((lo, hi)) = region::clip(&q.lo, &q.hi, &r.start, r.end.as_ref()) else {
+            return tx.send(Msg::Done(Ok(ReadStats::default()))).is_ok();
+        };
+        let sub = Query { lo, hi, ..*q };
+        let row = 24 + fw;
+        let mut buf = Vec::with_capacity(CHUNK_ROWS * row);
+        let mut alive = true;
+        let res = store.run_region(t, r, &sub, read_seq, |v| {
+            buf.extend_from_slice(&v.device.0.to_le_bytes());
+            buf.extend_from_slice(&v.ts.to_le_bytes());
+            buf.extend_from_slice(&v.seq.to_le_bytes());
+            buf.extend_from_slice(v.fields);
+            if buf.len() >= CHUNK_ROWS * row {
+                let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS * row));
+                alive = tx.send(Msg::Rows(full)).is_ok();
+            }
+            alive
+        });
+        if !buf.is_empty() && alive {
+            alive = tx.send(Msg::Rows(buf)).is_ok();
+        }
+        alive && tx.send(Msg::Done(res)).is_ok()
+    }
+
+    fn consume(
+        receivers: &[Receiver<Msg>],
+        fw: usize,
+        visit: &mut impl FnMut(RowView<'_>) -> bool,
+        total: &mut ReadStats,
+    ) -> Result<()> {
+        let le = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        for rx in receivers {
+            loop {
+                match rx.recv() {
+                    Ok(Msg::Rows(b)) => {
+                        for c in b.chunks_exact(24 + fw) {
+                            let v = RowView {
+                                device: DeviceId(le(&c[0..8])),
+                                ts: le(&c[8..16]) as i64,
+                                seq: le(&c[16..24]),
+                                fields: &c[24..],
+                            };
+                            if !visit(v) {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Ok(Msg::Done(r)) => {
+                        total.add(&r?);
+                        break;
+                    }
+                    Err(_) => return Err(Error::invalid("scan", "a scan worker stopped")),
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -1,41 +1,63 @@
-//! A table's live state: the active memstore, frozen memstores waiting
-//! for their flush, and the HFiles.
+//! A table's live state: its regions, each with an active memstore,
+//! frozen memstores waiting for their flush, and its HFiles.
 
 use crate::hfile::HFileReader;
+use crate::key::RowKey;
 use crate::memstore::Memstore;
+use crate::region::hotspot::HotState;
+use crate::region::stats::RegionStats;
 use crate::schema::TableSchema;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// What a reader sees at one moment.
+/// What a reader sees of a region at one moment.
 #[derive(Clone)]
 pub struct TableState {
     pub active: Arc<Memstore>,
     /// Oldest first.
     pub frozen: Vec<Arc<Memstore>>,
+    /// May include files shared with a sibling after a split: reads clip
+    /// them to the region's range.
     pub files: Vec<Arc<HFileReader>>,
 }
 
-/// One open table.
-pub struct Table {
+/// One region: the key range `[start, end)`.
+pub struct Region {
     pub id: u32,
-    pub schema: TableSchema,
+    pub start: RowKey,
+    /// Exclusive; `None` is the end of the key space.
+    pub end: Option<RowKey>,
     pub state: RwLock<TableState>,
-    /// Held while flushing, so one flusher handles a table at a time.
-    pub flush_lock: Mutex<()>,
+    /// Every cell of this region up to this sequence number is in files.
+    pub flushed_seq: AtomicU64,
+    pub stats: RegionStats,
+    pub hot: Mutex<HotState>,
 }
 
-impl Table {
-    pub fn new(id: u32, schema: TableSchema, files: Vec<Arc<HFileReader>>) -> Self {
-        let fw = schema.fields_width();
-        Table {
+impl Region {
+    pub fn new(
+        id: u32,
+        start: RowKey,
+        end: Option<RowKey>,
+        state: TableState,
+        flushed_seq: u64,
+    ) -> Self {
+        Region {
             id,
-            schema,
-            state: RwLock::new(TableState {
-                active: Arc::new(Memstore::new(fw)),
-                frozen: Vec::new(),
-                files,
-            }),
-            flush_lock: Mutex::new(()),
+            start,
+            end,
+            state: RwLock::new(state),
+            flushed_seq: AtomicU64::new(flushed_seq),
+            stats: RegionStats::default(),
+            hot: Mutex::new(HotState::default()),
+        }
+    }
+
+    pub fn empty_state(fields_width: usize, files: Vec<Arc<HFileReader>>) -> TableState {
+        TableState {
+            active: Arc::new(Memstore::new(fields_width)),
+            frozen: Vec::new(),
+            files,
         }
     }
 
@@ -44,19 +66,29 @@ impl Table {
         self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    pub fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, TableState> {
+    pub fn write_state(&self) -> RwLockWriteGuard<'_, TableState> {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Freeze the active memstore if it holds anything. Returns whether a
-    /// memstore was frozen. Only the commit thread calls this, between
-    /// groups, so a frozen memstore holds every edit up to its max seq.
+    /// The memstore taking writes now.
+    pub fn active(&self) -> Arc<Memstore> {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .active
+            .clone()
+    }
+
+    /// Freeze the active memstore if it holds anything. Only the apply
+    /// thread (between writes) and splits/merges (with writes paused)
+    /// call this, so a frozen memstore holds every edit of the region up
+    /// to its max seq.
     pub fn freeze(&self) -> bool {
         let mut st = self.write_state();
         if st.active.is_empty() {
             return false;
         }
-        let fresh = Arc::new(Memstore::new(self.schema.fields_width()));
+        let fresh = Arc::new(Memstore::new(st.active.fields_width()));
         let old = std::mem::replace(&mut st.active, fresh);
         st.frozen.push(old);
         true
@@ -69,15 +101,104 @@ impl Table {
             .frozen
             .len()
     }
+
+    /// (active bytes, frozen bytes).
+    pub fn memstore_bytes(&self) -> (usize, usize) {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let frozen = st.frozen.iter().map(|m| m.bytes()).sum();
+        (st.active.bytes(), frozen)
+    }
+
+    /// Highest sequence number below which this region holds nothing
+    /// unflushed, given that everything up to `applied` was applied before
+    /// this call (read `applied` first).
+    pub fn durable_seq(&self, applied: u64) -> u64 {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        std::iter::once(&st.active)
+            .chain(st.frozen.iter())
+            .filter(|m| !m.is_empty())
+            .map(|m| m.min_seq().saturating_sub(1))
+            .min()
+            .unwrap_or(applied)
+    }
+
+    /// Stored bytes of the region's data: HFile blocks whose first key is
+    /// in its range (files shared after a split count only their part).
+    pub fn weights(&self) -> Vec<(RowKey, u64)> {
+        let st = self.snapshot();
+        st.files
+            .iter()
+            .flat_map(|f| f.index().iter().map(|e| (e.first_key, e.len as u64)))
+            .filter(|(k, _)| *k >= self.start && self.end.is_none_or(|e| *k < e))
+            .collect()
+    }
+}
+
+/// A table's regions, sorted by start key.
+pub type RegionList = Arc<Vec<Arc<Region>>>;
+
+/// One open table.
+pub struct Table {
+    pub id: u32,
+    pub schema: TableSchema,
+    /// Writers hold the read lock while they insert, so a split or merge
+    /// (write lock) sees no write half-applied.
+    regions: RwLock<RegionList>,
+    /// Held while flushing, splitting or merging: one at a time per table.
+    pub flush_lock: Mutex<()>,
 }
 
 impl Table {
-    /// The memstore taking writes now.
-    pub fn active(&self) -> Arc<Memstore> {
-        self.state
+    pub fn new(id: u32, schema: TableSchema, regions: Vec<Arc<Region>>) -> Self {
+        Table {
+            id,
+            schema,
+            regions: RwLock::new(Arc::new(regions)),
+            flush_lock: Mutex::new(()),
+        }
+    }
+
+    /// The current regions (a read sees a consistent list).
+    pub fn regions(&self) -> RegionList {
+        self.regions
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .active
             .clone()
+    }
+
+    /// Hold the region map for a write (blocks splits and merges).
+    pub fn regions_for_write(&self) -> RwLockReadGuard<'_, RegionList> {
+        self.regions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Exclusive access to the region map: pauses this table's writes.
+    pub fn regions_exclusive(&self) -> RwLockWriteGuard<'_, RegionList> {
+        self.regions.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Freeze every region's active memstore; returns whether any was.
+    pub fn freeze(&self) -> bool {
+        let mut any = false;
+        for r in self.regions().iter() {
+            any |= r.freeze();
+        }
+        any
+    }
+
+    pub fn frozen_count(&self) -> usize {
+        self.regions().iter().map(|r| r.frozen_count()).sum()
+    }
+
+    /// Lowest [`Region::durable_seq`] of the table.
+    pub fn durable_seq(&self, applied: u64) -> u64 {
+        self.regions()
+            .iter()
+            .map(|r| r.durable_seq(applied))
+            .min()
+            .unwrap_or(applied)
+    }
+
+    pub fn region_by_id(&self, id: u32) -> Option<Arc<Region>> {
+        self.regions().iter().find(|r| r.id == id).cloned()
     }
 }

@@ -5,10 +5,12 @@
 
 pub mod record;
 
-pub use record::{FileMeta, Record};
+pub use record::{FileMeta, Record, RegionDef};
 
 use crate::error::{Error, Result};
 use crate::io::{BackendRef, IoFile, OpenMode};
+use crate::key::RowKey;
+use crate::region::KEY_MIN;
 use crate::schema::TableSchema;
 use record::{decode_framed, Framed, MANIFEST_HEADER_LEN};
 use std::collections::BTreeMap;
@@ -20,12 +22,65 @@ pub const SNAPSHOT_FILES_PER_RECORD: usize = 10_000;
 /// Rewrite the log as a snapshot once it exceeds this many bytes.
 pub const REWRITE_BYTES: u64 = 4 << 20;
 
+/// One region as the manifest knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionEntry {
+    pub id: u32,
+    /// Every cell of the region with a sequence number up to this one is
+    /// in its files.
+    pub flushed_seq: u64,
+    /// The region's files. After a split both daughters list the parent's
+    /// files (each reads only its own key range of them).
+    pub files: BTreeMap<u64, FileMeta>,
+}
+
 /// One table as the manifest knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableEntry {
     pub schema: TableSchema,
-    pub flushed_seq: u64,
-    pub files: BTreeMap<u64, FileMeta>,
+    /// Regions by start key; each ends where the next one starts.
+    pub regions: BTreeMap<RowKey, RegionEntry>,
+    pub next_region_id: u32,
+}
+
+impl TableEntry {
+    /// Start key and entry of region `id`.
+    pub fn region(&self, id: u32) -> Option<(RowKey, &RegionEntry)> {
+        self.regions
+            .iter()
+            .find(|(_, r)| r.id == id)
+            .map(|(k, r)| (*k, r))
+    }
+
+    /// End (exclusive) of the region starting at `start`.
+    pub fn end_of(&self, start: &RowKey) -> Option<RowKey> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.regions
+            .range((Excluded(*start), Unbounded))
+            .next()
+            .map(|(k, _)| *k)
+    }
+
+    /// Every file listed by any region, once.
+    pub fn all_files(&self) -> BTreeMap<u64, FileMeta> {
+        self.regions
+            .values()
+            .flat_map(|r| r.files.iter().map(|(id, f)| (*id, *f)))
+            .collect()
+    }
+
+    /// Claim new region ids: each must be at least `next_region_id`.
+    fn claim_ids(&mut self, ids: &[u32]) -> std::result::Result<(), String> {
+        match ids.iter().find(|id| **id < self.next_region_id) {
+            Some(id) => Err(format!("region id {id} reused")),
+            None => {
+                let top = ids.iter().max().copied().unwrap_or(0);
+                let next = top.checked_add(1).ok_or("region ids exhausted")?;
+                self.next_region_id = self.next_region_id.max(next);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The state the log describes.
@@ -35,51 +90,152 @@ pub struct State {
     pub max_file_id: u64,
 }
 
+fn check_region_map(regions: &[RegionDef], next: u32) -> std::result::Result<(), String> {
+    if regions.len() > record::REGIONS_PER_RECORD_MAX {
+        return Err(format!(
+            "{} regions (limit {})",
+            regions.len(),
+            record::REGIONS_PER_RECORD_MAX
+        ));
+    }
+    if regions.first().map(|r| r.start) != Some(KEY_MIN) {
+        return Err("region map does not start at the zero key".into());
+    }
+    if regions.windows(2).any(|w| w[0].start >= w[1].start) {
+        return Err("region starts not strictly increasing".into());
+    }
+    let ids: std::collections::BTreeSet<u32> = regions.iter().map(|r| r.id).collect();
+    if ids.len() != regions.len() || ids.iter().any(|id| *id >= next) {
+        return Err("region ids repeated or not below next_region_id".into());
+    }
+    Ok(())
+}
+
 impl State {
     fn apply(&mut self, r: &Record) -> std::result::Result<(), String> {
         match r {
-            Record::CreateTable { table_id, schema } => {
+            Record::CreateTable {
+                table_id,
+                schema,
+                regions,
+                next_region_id,
+            } => {
                 if self.tables.contains_key(table_id) {
                     return Err(format!("table id {table_id} created twice"));
                 }
                 if self.table_id(&schema.name).is_some() {
                     return Err(format!("table name {:?} created twice", schema.name));
                 }
+                check_region_map(regions, *next_region_id)?;
+                let regions = regions
+                    .iter()
+                    .map(|d| {
+                        let e = RegionEntry {
+                            id: d.id,
+                            flushed_seq: 0,
+                            files: BTreeMap::new(),
+                        };
+                        (d.start, e)
+                    })
+                    .collect();
                 self.tables.insert(
                     *table_id,
                     TableEntry {
                         schema: schema.clone(),
-                        flushed_seq: 0,
-                        files: BTreeMap::new(),
+                        regions,
+                        next_region_id: *next_region_id,
                     },
                 );
             }
             Record::Files {
                 table_id,
+                region_id,
                 added,
                 removed,
                 flushed_seq,
             } => {
-                let t = self
-                    .tables
-                    .get_mut(table_id)
-                    .ok_or_else(|| format!("edit for unknown table id {table_id}"))?;
+                let t = self.table_mut(*table_id)?;
+                let r = t
+                    .regions
+                    .values_mut()
+                    .find(|r| r.id == *region_id)
+                    .ok_or_else(|| format!("edit for unknown region {region_id}"))?;
                 for id in removed {
-                    t.files.remove(id);
+                    r.files.remove(id);
                 }
                 for f in added {
-                    t.files.insert(f.file_id, *f);
-                    self.max_file_id = self.max_file_id.max(f.file_id);
+                    r.files.insert(f.file_id, *f);
                 }
                 if let Some(s) = flushed_seq {
-                    t.flushed_seq = t.flushed_seq.max(*s);
+                    r.flushed_seq = r.flushed_seq.max(*s);
                 }
+                let top = added.iter().map(|f| f.file_id).max().unwrap_or(0);
+                self.max_file_id = self.max_file_id.max(top);
             }
             Record::FileIdFloor { max_file_id } => {
                 self.max_file_id = self.max_file_id.max(*max_file_id);
             }
+            Record::Split {
+                table_id,
+                parent,
+                at,
+                left,
+                right,
+            } => {
+                let t = self.table_mut(*table_id)?;
+                let (start, p) = t
+                    .region(*parent)
+                    .map(|(k, r)| (k, r.clone()))
+                    .ok_or_else(|| format!("split of unknown region {parent}"))?;
+                let inside = *at > start && t.end_of(&start).is_none_or(|e| *at < e);
+                if !inside || left == right {
+                    return Err(format!("bad split of region {parent}"));
+                }
+                if t.regions.len() >= record::REGIONS_PER_RECORD_MAX {
+                    return Err(format!(
+                        "table has {} regions, the most a snapshot can list",
+                        t.regions.len()
+                    ));
+                }
+                t.claim_ids(&[*left, *right])?;
+                let daughter = |id: u32| RegionEntry { id, ..p.clone() };
+                t.regions.insert(start, daughter(*left));
+                t.regions.insert(*at, daughter(*right));
+            }
+            Record::Merge {
+                table_id,
+                left,
+                right,
+                merged,
+            } => {
+                let t = self.table_mut(*table_id)?;
+                let (start, l) = t
+                    .region(*left)
+                    .map(|(k, r)| (k, r.clone()))
+                    .ok_or_else(|| format!("merge of unknown region {left}"))?;
+                let end = t.end_of(&start).ok_or("merge of the last region")?;
+                if t.regions[&end].id != *right {
+                    return Err(format!("regions {left} and {right} are not adjacent"));
+                }
+                t.claim_ids(&[*merged])?;
+                let r = t.regions.remove(&end).ok_or("right region vanished")?;
+                let mut files = l.files;
+                files.extend(r.files);
+                let m = RegionEntry {
+                    id: *merged,
+                    flushed_seq: l.flushed_seq.max(r.flushed_seq),
+                    files,
+                };
+                t.regions.insert(start, m);
+            }
         }
         Ok(())
+    }
+
+    fn table_mut(&mut self, id: u32) -> std::result::Result<&mut TableEntry, String> {
+        self.tables
+            .get_mut(&id)
+            .ok_or_else(|| format!("edit for unknown table id {id}"))
     }
 
     /// Table id by name.
@@ -98,23 +254,36 @@ impl State {
             out.push(Record::CreateTable {
                 table_id: *id,
                 schema: t.schema.clone(),
+                regions: t
+                    .regions
+                    .iter()
+                    .map(|(start, r)| RegionDef {
+                        id: r.id,
+                        start: *start,
+                    })
+                    .collect(),
+                next_region_id: t.next_region_id,
             });
-            let files: Vec<FileMeta> = t.files.values().copied().collect();
-            // Chunks keep every record far below RECORD_LEN_MAX.
-            for chunk in files.chunks(SNAPSHOT_FILES_PER_RECORD) {
+            for r in t.regions.values() {
+                let files: Vec<FileMeta> = r.files.values().copied().collect();
+                // Chunks keep every record far below RECORD_LEN_MAX.
+                for chunk in files.chunks(SNAPSHOT_FILES_PER_RECORD) {
+                    out.push(Record::Files {
+                        table_id: *id,
+                        region_id: r.id,
+                        added: chunk.to_vec(),
+                        removed: vec![],
+                        flushed_seq: None,
+                    });
+                }
                 out.push(Record::Files {
                     table_id: *id,
-                    added: chunk.to_vec(),
+                    region_id: r.id,
+                    added: vec![],
                     removed: vec![],
-                    flushed_seq: None,
+                    flushed_seq: Some(r.flushed_seq),
                 });
             }
-            out.push(Record::Files {
-                table_id: *id,
-                added: vec![],
-                removed: vec![],
-                flushed_seq: Some(t.flushed_seq),
-            });
         }
         out
     }
@@ -364,9 +533,27 @@ mod tests {
         .unwrap()
     }
 
+    /// A one-region table.
+    fn create_one(table_id: u32, schema: TableSchema) -> Record {
+        Record::CreateTable {
+            table_id,
+            schema,
+            regions: vec![RegionDef {
+                id: 0,
+                start: KEY_MIN,
+            }],
+            next_region_id: 1,
+        }
+    }
+
+    fn flushed(m: &Manifest) -> u64 {
+        m.state().tables[&1].regions[&KEY_MIN].flushed_seq
+    }
+
     fn flush(table_id: u32, file_id: u64, seq: u64) -> Record {
         Record::Files {
             table_id,
+            region_id: 0,
             added: vec![FileMeta {
                 file_id,
                 len_bytes: 100,
@@ -390,11 +577,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b: BackendRef = Arc::new(StdBackend);
         let mut m = Manifest::open_with(dir.path(), b.clone(), 2048).unwrap();
-        m.append(&[Record::CreateTable {
-            table_id: 1,
-            schema: schema(),
-        }])
-        .unwrap();
+        m.append(&[create_one(1, schema())]).unwrap();
         for i in 1..200u64 {
             m.append(&[flush(1, i, i * 10)]).unwrap();
         }
@@ -403,8 +586,8 @@ mod tests {
             .len();
         assert!(len < 4096, "log was never rewritten ({len} bytes)");
         let want = m.state().clone();
-        assert_eq!(want.tables[&1].files.len(), 1);
-        assert_eq!(want.tables[&1].flushed_seq, 1990);
+        assert_eq!(want.tables[&1].all_files().len(), 1);
+        assert_eq!(flushed(&m), 1990);
         drop(m);
         let m = Manifest::open(dir.path(), b).unwrap();
         assert_eq!(m.state(), &want);
@@ -415,11 +598,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b: BackendRef = Arc::new(StdBackend);
         let mut m = Manifest::open(dir.path(), b.clone()).unwrap();
-        m.append(&[Record::CreateTable {
-            table_id: 1,
-            schema: schema(),
-        }])
-        .unwrap();
+        m.append(&[create_one(1, schema())]).unwrap();
         m.append(&[flush(1, 1, 5)]).unwrap();
         m.append(&[flush(1, 2, 9)]).unwrap();
         drop(m);
@@ -431,7 +610,7 @@ mod tests {
         for cut in last..full.len() {
             std::fs::write(&path, &full[..cut]).unwrap();
             let m = Manifest::open(dir.path(), b.clone()).unwrap();
-            assert_eq!(m.state().tables[&1].flushed_seq, 5, "cut at {cut}");
+            assert_eq!(flushed(&m), 5, "cut at {cut}");
         }
         let mut bad = full.clone();
         bad[MANIFEST_HEADER_LEN + 15] ^= 1;
@@ -455,10 +634,65 @@ mod tests {
             *x = 0;
         }
         std::fs::write(&path, &zeroed).unwrap();
+        assert_eq!(flushed(&Manifest::open(dir.path(), b).unwrap()), 5);
+    }
+
+    #[test]
+    fn splits_and_merges_round_trip_and_bad_ones_are_refused() {
+        use crate::region::prefix_start;
+        let dir = tempfile::tempdir().unwrap();
+        let b: BackendRef = Arc::new(StdBackend);
+        let mut m = Manifest::open_with(dir.path(), b.clone(), 1 << 20).unwrap();
+        m.append(&[create_one(1, schema())]).unwrap();
+        m.append(&[flush(1, 1, 10)]).unwrap();
+        let at = prefix_start(0x8000);
+        let split = |parent, at, left, right| Record::Split {
+            table_id: 1,
+            parent,
+            at,
+            left,
+            right,
+        };
+        m.append(&[split(0, at, 1, 2)]).unwrap();
+        let t = &m.state().tables[&1];
+        assert_eq!(t.regions.len(), 2);
+        assert_eq!(t.regions[&KEY_MIN].id, 1);
+        assert_eq!(t.regions[&at].id, 2);
         assert_eq!(
-            Manifest::open(dir.path(), b).unwrap().state().tables[&1].flushed_seq,
-            5
+            t.regions[&at].files.len(),
+            1,
+            "daughters share the parent's file"
         );
+        assert_eq!(t.regions[&at].flushed_seq, 10);
+        // Unknown parent, reused ids, a point outside the region: refused.
+        for bad in [
+            split(0, prefix_start(0x100), 3, 4),
+            split(1, prefix_start(0x100), 2, 3),
+            split(1, prefix_start(0x9000), 3, 4),
+            split(1, KEY_MIN, 3, 4),
+        ] {
+            assert!(m.append(std::slice::from_ref(&bad)).is_err(), "{bad:?}");
+        }
+        let merge = |left, right, merged| Record::Merge {
+            table_id: 1,
+            left,
+            right,
+            merged,
+        };
+        assert!(
+            m.append(&[merge(2, 1, 3)]).is_err(),
+            "not adjacent in that order"
+        );
+        m.append(&[merge(1, 2, 3)]).unwrap();
+        let t = &m.state().tables[&1];
+        assert_eq!(t.regions.len(), 1);
+        assert_eq!(t.regions[&KEY_MIN].id, 3);
+        assert_eq!(t.regions[&KEY_MIN].files.len(), 1);
+        assert_eq!(t.next_region_id, 4);
+        let want = m.state().clone();
+        m.rewrite().unwrap();
+        drop(m);
+        assert_eq!(Manifest::open(dir.path(), b).unwrap().state(), &want);
     }
 }
 
@@ -480,6 +714,11 @@ mod fault_tests {
                 TableOptions::default(),
             )
             .unwrap(),
+            regions: vec![RegionDef {
+                id: 0,
+                start: KEY_MIN,
+            }],
+            next_region_id: 1,
         }
     }
 

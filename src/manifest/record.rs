@@ -7,11 +7,12 @@
 //! starts with a tag byte.
 
 use crate::error::{Error, Result};
+use crate::key::{RowKey, KEY_LEN};
 use crate::schema::TableSchema;
 use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 
 pub const MANIFEST_MAGIC: [u8; 4] = *b"TSMF";
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 pub const MANIFEST_HEADER_LEN: usize = 12;
 pub const RECORD_HEADER_LEN: usize = 12;
 /// Largest record payload.
@@ -20,6 +21,17 @@ pub const RECORD_LEN_MAX: usize = 16 << 20;
 const TAG_CREATE_TABLE: u8 = 1;
 const TAG_FILES: u8 = 2;
 const TAG_FILE_ID_FLOOR: u8 = 3;
+const TAG_SPLIT: u8 = 4;
+const TAG_MERGE: u8 = 5;
+/// Most regions listed in one `CreateTable` record.
+pub const REGIONS_PER_RECORD_MAX: usize = 1 << 16;
+
+/// A region in a `CreateTable` record: its id and first key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionDef {
+    pub id: u32,
+    pub start: RowKey,
+}
 
 /// What the manifest remembers about one HFile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,12 +48,19 @@ pub struct FileMeta {
 /// One manifest edit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
-    /// A new table.
-    CreateTable { table_id: u32, schema: TableSchema },
-    /// Files added to and removed from a table, atomically, and (for a
-    /// flush) the table's new flushed sequence number.
+    /// A new table and its region map (in a snapshot: the current map).
+    /// `next_region_id` is the lowest id never used by the table.
+    CreateTable {
+        table_id: u32,
+        schema: TableSchema,
+        regions: Vec<RegionDef>,
+        next_region_id: u32,
+    },
+    /// Files added to and removed from a region, atomically, and (for a
+    /// flush) the region's new flushed sequence number.
     Files {
         table_id: u32,
+        region_id: u32,
         added: Vec<FileMeta>,
         removed: Vec<u64>,
         flushed_seq: Option<u64>,
@@ -49,6 +68,24 @@ pub enum Record {
     /// File ids up to this one were used: never hand them out again, even
     /// after the files are gone (written into every snapshot).
     FileIdFloor { max_file_id: u64 },
+    /// Region `parent` is replaced by `left = [parent.start, at)` and
+    /// `right = [at, parent.end)`; both inherit its files and flushed
+    /// sequence number.
+    Split {
+        table_id: u32,
+        parent: u32,
+        at: RowKey,
+        left: u32,
+        right: u32,
+    },
+    /// Adjacent regions `left` and `right` (the one starting where `left`
+    /// ends) become `merged`, with the union of their files.
+    Merge {
+        table_id: u32,
+        left: u32,
+        right: u32,
+        merged: u32,
+    },
 }
 
 /// Header bytes of a manifest file.
@@ -83,17 +120,27 @@ impl Record {
     fn payload(&self) -> Vec<u8> {
         let mut w = BinWriter::new();
         match self {
-            Record::CreateTable { table_id, schema } => {
+            Record::CreateTable {
+                table_id,
+                schema,
+                regions,
+                next_region_id,
+            } => {
                 w.u8(TAG_CREATE_TABLE).u32(*table_id);
                 schema.encode(&mut w);
+                w.u32(*next_region_id).u32(regions.len() as u32);
+                for r in regions {
+                    w.u32(r.id).bytes(&r.start);
+                }
             }
             Record::Files {
                 table_id,
+                region_id,
                 added,
                 removed,
                 flushed_seq,
             } => {
-                w.u8(TAG_FILES).u32(*table_id);
+                w.u8(TAG_FILES).u32(*table_id).u32(*region_id);
                 w.u8(flushed_seq.is_some() as u8)
                     .u64(flushed_seq.unwrap_or(0));
                 w.u32(added.len() as u32);
@@ -113,6 +160,25 @@ impl Record {
             }
             Record::FileIdFloor { max_file_id } => {
                 w.u8(TAG_FILE_ID_FLOOR).u64(*max_file_id);
+            }
+            Record::Split {
+                table_id,
+                parent,
+                at,
+                left,
+                right,
+            } => {
+                w.u8(TAG_SPLIT).u32(*table_id).u32(*parent).bytes(at);
+                w.u32(*left).u32(*right);
+            }
+            Record::Merge {
+                table_id,
+                left,
+                right,
+                merged,
+            } => {
+                w.u8(TAG_MERGE).u32(*table_id).u32(*left).u32(*right);
+                w.u32(*merged);
             }
         }
         w.into_inner()
@@ -134,12 +200,31 @@ impl Record {
     pub fn decode_payload(p: &[u8]) -> Result<Self> {
         let mut r = BinReader::new(p, "manifest record");
         let rec = match r.u8()? {
-            TAG_CREATE_TABLE => Record::CreateTable {
-                table_id: r.u32()?,
-                schema: TableSchema::decode(&mut r)?,
-            },
+            TAG_CREATE_TABLE => {
+                let table_id = r.u32()?;
+                let schema = TableSchema::decode(&mut r)?;
+                let next_region_id = r.u32()?;
+                let n = r.u32()? as usize;
+                if n > REGIONS_PER_RECORD_MAX {
+                    return Err(Error::decode("manifest record", format!("{n} regions")));
+                }
+                let mut regions = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    regions.push(RegionDef {
+                        id: r.u32()?,
+                        start: key_at(&mut r)?,
+                    });
+                }
+                Record::CreateTable {
+                    table_id,
+                    schema,
+                    regions,
+                    next_region_id,
+                }
+            }
             TAG_FILES => {
                 let table_id = r.u32()?;
+                let region_id = r.u32()?;
                 let has = r.u8()? != 0;
                 let seq = r.u64()?;
                 let n = r.u32()? as usize;
@@ -162,6 +247,7 @@ impl Record {
                 }
                 Record::Files {
                     table_id,
+                    region_id,
                     added,
                     removed,
                     flushed_seq: has.then_some(seq),
@@ -170,11 +256,28 @@ impl Record {
             TAG_FILE_ID_FLOOR => Record::FileIdFloor {
                 max_file_id: r.u64()?,
             },
+            TAG_SPLIT => Record::Split {
+                table_id: r.u32()?,
+                parent: r.u32()?,
+                at: key_at(&mut r)?,
+                left: r.u32()?,
+                right: r.u32()?,
+            },
+            TAG_MERGE => Record::Merge {
+                table_id: r.u32()?,
+                left: r.u32()?,
+                right: r.u32()?,
+                merged: r.u32()?,
+            },
             t => return Err(Error::decode("manifest record", format!("unknown tag {t}"))),
         };
         r.finish()?;
         Ok(rec)
     }
+}
+
+fn key_at(r: &mut BinReader<'_>) -> Result<RowKey> {
+    r.array::<KEY_LEN>()
 }
 
 /// Result of decoding one framed record at the start of a buffer.

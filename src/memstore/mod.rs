@@ -52,8 +52,48 @@ pub struct Memstore {
     fields_width: usize,
     inner: RwLock<Inner>,
     bytes: AtomicUsize,
+    min_seq: AtomicU64,
     max_seq: AtomicU64,
     cells: AtomicUsize,
+}
+
+/// One put of a batch, keyed: its memstore key and its row in the batch.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyedRow {
+    mk: MemKey,
+    row: u32,
+}
+
+impl KeyedRow {
+    pub fn key(&self) -> RowKey {
+        row_key(self.mk.0, self.mk.1)
+    }
+    pub fn seq(&self) -> u64 {
+        self.mk.2 .0
+    }
+    /// Is this row's key before `k`?
+    pub fn before(&self, k: &RowKey) -> bool {
+        self.mk < mem_key(k, u64::MAX)
+    }
+}
+
+/// Key every row of `batch` (numbered from `first_seq`) and sort them in
+/// memstore order (key ascending, sequence descending).
+pub fn keyed_rows(first_seq: u64, batch: &Batch<'_>) -> Vec<KeyedRow> {
+    let mut keys = Vec::with_capacity(batch.len());
+    let mut last = (u64::MAX, 0u16);
+    for (i, (head, _)) in batch.rows().enumerate() {
+        if head.device != last.0 {
+            last = (head.device, key::prefix(DeviceId(head.device)));
+        }
+        let k = key::encode_with_prefix(last.1, DeviceId(head.device), head.ts);
+        keys.push(KeyedRow {
+            mk: mem_key(&k, first_seq + i as u64),
+            row: i as u32,
+        });
+    }
+    keys.sort_unstable_by_key(|r| r.mk);
+    keys
 }
 
 impl Memstore {
@@ -62,6 +102,7 @@ impl Memstore {
             fields_width,
             inner: RwLock::new(Inner::default()),
             bytes: AtomicUsize::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
             cells: AtomicUsize::new(0),
         }
@@ -74,6 +115,10 @@ impl Memstore {
     /// Highest sequence number inserted (0 when empty).
     pub fn max_seq(&self) -> u64 {
         self.max_seq.load(Ordering::Relaxed)
+    }
+    /// Lowest sequence number inserted (`u64::MAX` when empty).
+    pub fn min_seq(&self) -> u64 {
+        self.min_seq.load(Ordering::Relaxed)
     }
     /// Number of cells (puts and tombstones).
     pub fn cell_count(&self) -> usize {
@@ -93,7 +138,8 @@ impl Memstore {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn account(&self, n: usize, last_seq: u64) {
+    fn account(&self, n: usize, first_seq: u64, last_seq: u64) {
+        self.min_seq.fetch_min(first_seq, Ordering::Relaxed);
         self.cells.fetch_add(n, Ordering::Relaxed);
         self.bytes.fetch_add(
             n * (cell::cell_width(self.fields_width) + CELL_OVERHEAD_BYTES),
@@ -104,55 +150,94 @@ impl Memstore {
 
     /// Insert a batch of puts numbered from `first_seq`.
     pub fn insert_puts(&self, first_seq: u64, batch: &Batch<'_>) {
+        self.insert_rows(batch, &keyed_rows(first_seq, batch));
+    }
+
+    /// Insert the rows of `batch` that `rows` (sorted, from [`keyed_rows`])
+    /// names. Sorted keys walk neighbouring tree paths (far fewer cache
+    /// misses than random order) and keep the write lock short.
+    pub fn insert_rows(&self, batch: &Batch<'_>, rows: &[KeyedRow]) {
+        if rows.is_empty() {
+            return;
+        }
         debug_assert_eq!(
             batch.width() - crate::schema::ROW_HEAD_LEN,
             self.fields_width
         );
-        // Keys are computed and sorted outside the lock: inserting in key
-        // order walks neighbouring tree paths (far fewer cache misses than
-        // random order) and keeps the write lock short.
-        let mut keys = Vec::with_capacity(batch.len());
-        let mut last = (u64::MAX, 0u16);
-        for (i, (head, _)) in batch.rows().enumerate() {
-            if head.device != last.0 {
-                last = (head.device, key::prefix(DeviceId(head.device)));
-            }
-            let k = key::encode_with_prefix(last.1, DeviceId(head.device), head.ts);
-            keys.push((mem_key(&k, first_seq + i as u64), i as u32));
-        }
-        keys.sort_unstable_by_key(|(k, _)| *k);
         let width = self.fields_width;
+        let (mut lo, mut hi) = (u64::MAX, 0);
         let mut g = self.write();
         let inner = &mut *g;
-        let base = inner.arena.len();
-        inner.arena.reserve(batch.len() * width);
-        for (_, fields) in batch.rows() {
-            inner.arena.extend_from_slice(fields);
-        }
-        for (k, i) in keys {
-            let off = (base + i as usize * width) as u64;
-            inner.map.insert(k, (CellKind::Put, off));
+        inner.arena.reserve(rows.len() * width);
+        for r in rows {
+            let off = inner.arena.len() as u64;
+            inner.arena.extend_from_slice(batch.fields(r.row as usize));
+            inner.map.insert(r.mk, (CellKind::Put, off));
+            lo = lo.min(r.seq());
+            hi = hi.max(r.seq());
         }
         drop(g);
-        self.account(batch.len(), first_seq + batch.len() as u64 - 1);
+        self.account(rows.len(), lo, hi);
     }
 
-    /// Insert point tombstones numbered from `first_seq`.
-    pub fn insert_deletes(&self, first_seq: u64, points: &[(DeviceId, i64)]) {
+    /// Insert point tombstones `(key, seq)`.
+    pub fn insert_deletes(&self, points: &[(RowKey, u64)]) {
+        if points.is_empty() {
+            return;
+        }
+        let (mut lo, mut hi) = (u64::MAX, 0);
         let mut g = self.write();
-        for (i, (d, ts)) in points.iter().enumerate() {
-            let k = key::encode(*d, *ts);
-            g.map
-                .insert(mem_key(&k, first_seq + i as u64), (CellKind::Delete, 0));
+        for (k, seq) in points {
+            g.map.insert(mem_key(k, *seq), (CellKind::Delete, 0));
+            lo = lo.min(*seq);
+            hi = hi.max(*seq);
         }
         drop(g);
-        self.account(points.len(), first_seq + points.len() as u64 - 1);
+        self.account(points.len(), lo, hi);
+    }
+
+    /// A new memstore holding this one's cells with keys in `[lo, hi]` and
+    /// the range tombstones that reach into it; it keeps this memstore's
+    /// highest sequence number (used when a region splits).
+    pub fn copy_range_into_new(&self, lo: &RowKey, hi: &RowKey) -> Memstore {
+        let out = Memstore::new(self.fields_width);
+        let g = self.read();
+        let range = mem_key(lo, u64::MAX)..=mem_key(hi, 0);
+        let (mut n, mut min) = (0, u64::MAX);
+        {
+            let mut o = out.write();
+            let o = &mut *o;
+            for (k, (kind, off)) in g.map.range(range) {
+                let new_off = o.arena.len() as u64;
+                if *kind == CellKind::Put {
+                    let at = *off as usize;
+                    o.arena
+                        .extend_from_slice(&g.arena[at..at + self.fields_width]);
+                }
+                o.map.insert(*k, (*kind, new_off));
+                min = min.min(k.2 .0);
+                n += 1;
+            }
+            for rt in &g.range_dels {
+                let reaches = key::device_range(rt.device, rt.from, rt.to)
+                    .is_some_and(|(a, b)| a <= *hi && b >= *lo);
+                if reaches {
+                    o.range_dels.push(*rt);
+                    min = min.min(rt.seq);
+                }
+            }
+        }
+        if n > 0 || min != u64::MAX {
+            out.account(n, min, self.max_seq());
+        }
+        out
     }
 
     /// Insert a range tombstone.
     pub fn insert_range_delete(&self, rt: RangeTombstone) {
         self.write().range_dels.push(rt);
         self.bytes.fetch_add(64, Ordering::Relaxed);
+        self.min_seq.fetch_min(rt.seq, Ordering::Relaxed);
         self.max_seq.fetch_max(rt.seq, Ordering::Relaxed);
     }
 

@@ -70,6 +70,12 @@ impl<'a> Batch<'a> {
         self.bytes
     }
     /// Iterate `(head, field bytes)` per row.
+    /// The field bytes of row `i` (panics when `i` is out of range: row
+    /// indexes come from this batch).
+    pub fn fields(&self, i: usize) -> &'a [u8] {
+        let at = i * self.width;
+        &self.bytes[at + ROW_HEAD_LEN..at + self.width]
+    }
     pub fn rows(&self) -> impl Iterator<Item = (RowHead, &'a [u8])> + 'a {
         self.bytes
             .chunks_exact(self.width)
