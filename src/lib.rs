@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod cell;
 pub mod clock;
+pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod fuzzing;

@@ -61,6 +61,20 @@ impl BlockCache {
             .get_or_insert_with(&(file_id, block), || load().map(Arc::new))
     }
 
+    /// Get a block if cached, else load it without caching it (bulk
+    /// reads such as compaction must not evict the blocks readers use).
+    pub fn get_or_load_uncached(
+        &self,
+        file_id: u64,
+        block: u32,
+        load: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Arc<Vec<u8>>> {
+        match self.cache.get(&(file_id, block)) {
+            Some(v) => Ok(v),
+            None => load().map(Arc::new),
+        }
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

@@ -13,10 +13,15 @@ use std::time::Instant;
 use telestore::testkit::{fleet_fields, push_fleet_row, readings_schema};
 use telestore::{Durability, Options, Order, Store};
 
+use super::keydesign;
+
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
     /// Ingest a generated fleet durably, read it back, print rows/s.
     Ingest(IngestArgs),
+    /// Compare four row-key designs: region balance, write concentration,
+    /// scan footprint, splits (issue 3).
+    KeyDesign(keydesign::KeyDesignArgs),
 }
 
 #[derive(Args, Debug)]
@@ -51,7 +56,10 @@ pub struct IngestArgs {
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
-    let BenchCmd::Ingest(a) = cmd;
+    let a = match cmd {
+        BenchCmd::Ingest(a) => a,
+        BenchCmd::KeyDesign(a) => return keydesign::run(a),
+    };
     let durability = Durability::parse(&a.durability)?;
     if a.dir.exists() {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;

@@ -37,6 +37,10 @@ pub enum DebugCmd {
         /// of a split or merge (see `telestore::testkit::pause_point`).
         #[arg(long, default_value_t = 0)]
         split_every_ms: u64,
+        /// Also flush and compact (minor and major in turn) every N ms
+        /// (0: never); pause points as for splits.
+        #[arg(long, default_value_t = 0)]
+        compact_every_ms: u64,
     },
 }
 
@@ -65,6 +69,7 @@ pub fn run(cmd: DebugCmd) -> Result<()> {
         batches,
         durability,
         split_every_ms,
+        compact_every_ms,
     } = cmd;
     let durability = Durability::parse(&durability)?;
     let opts = Options {
@@ -94,6 +99,18 @@ pub fn run(cmd: DebugCmd) -> Result<()> {
     if split_every_ms > 0 {
         let store = store.clone();
         std::thread::spawn(move || reshape_regions(&store, split_every_ms, base));
+    }
+    if compact_every_ms > 0 {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            for n in 0u64.. {
+                std::thread::sleep(std::time::Duration::from_millis(compact_every_ms));
+                let ok = store.flush().is_ok() && store.compact("crash", n % 2 == 1).is_ok();
+                if !ok {
+                    return;
+                }
+            }
+        });
     }
     for h in hs {
         h.join()

@@ -1,7 +1,9 @@
 //! Command-line interface. `main` only calls [`run`].
 
 mod bench;
+mod compact;
 mod crash;
+mod keydesign;
 mod regions;
 mod table;
 
@@ -39,6 +41,8 @@ pub enum Cmd {
     /// them. Load rates are those of the process holding the store open —
     /// for this command, its own (idle) session.
     Regions(regions::RegionsCmd),
+    /// Compact a table's regions now (minor by default, --major for all).
+    Compact(compact::CompactArgs),
     /// Test helpers (used by the crash tests).
     #[command(subcommand, hide = true)]
     Debug(crash::DebugCmd),
@@ -60,6 +64,7 @@ pub fn run() -> i32 {
         Cmd::Bench(b) => bench::run(b),
         Cmd::Table(t) => table::run(t),
         Cmd::Regions(r) => regions::run(r),
+        Cmd::Compact(c) => compact::run(c),
         Cmd::Debug(d) => crash::run(d),
     };
     match res {

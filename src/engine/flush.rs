@@ -52,8 +52,14 @@ pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
             tracing::warn!("could not retire WAL segments (retried later): {e}");
         }
     }
-    for id in flushed {
-        super::split::maybe_split(shared, t, id)?;
+    for id in &flushed {
+        super::split::maybe_split(shared, t, *id)?;
+    }
+    // Each flushed region (or its daughters) may now have enough files
+    // for a minor compaction.
+    let min = shared.opts.compaction.min_files;
+    for r in t.regions().iter().filter(|r| r.file_count() >= min) {
+        shared.request_compaction(t.id, r, false);
     }
     Ok(n)
 }
@@ -72,6 +78,7 @@ pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
             None
         };
         let added = reader.iter().map(|f| meta_of(f)).collect();
+        let bytes = reader.as_ref().map_or(0, |f| f.len_bytes());
         shared.manifest().append(&[Record::Files {
             table_id: t.id,
             region_id: r.id,
@@ -90,13 +97,14 @@ pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
             st.files.extend(reader);
         }
         r.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        r.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
         shared.notify_flush_progress();
         n += 1;
     }
     Ok(n)
 }
 
-fn meta_of(r: &HFileReader) -> FileMeta {
+pub fn meta_of(r: &HFileReader) -> FileMeta {
     let i = r.info();
     FileMeta {
         file_id: r.file_id(),
@@ -110,42 +118,63 @@ fn meta_of(r: &HFileReader) -> FileMeta {
 }
 
 fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileReader>> {
+    let width = cell::cell_width(t.schema.fields_width());
+    let (lo, hi) = ([0u8; crate::key::KEY_LEN], crate::hfile::writer::KEY_MAX);
+    let tombs = mem.range_tombstones();
+    write_hfile(shared, t, mem.cell_count(), &tombs, |w| {
+        let mut buf = Vec::with_capacity(FLUSH_CHUNK_CELLS * width);
+        let mut after = None;
+        loop {
+            buf.clear();
+            if mem.copy_range(&lo, &hi, after, FLUSH_CHUNK_CELLS, &mut buf) == 0 {
+                return Ok(());
+            }
+            for c in buf.chunks_exact(width) {
+                w.add(c)?;
+            }
+            let last = cell::CellRef(&buf[buf.len() - width..]);
+            after = Some((*last.key(), last.seq()));
+        }
+    })
+}
+
+/// Write a new HFile of table `t`: `fill` adds the cells in order, then
+/// the file gets `tombs`, is fsynced under a temporary name, renamed,
+/// the directory fsynced, and the file opened (checked). On any error the
+/// temporary file is removed. The caller records it in the manifest.
+pub fn write_hfile(
+    shared: &Shared,
+    t: &Table,
+    expected_cells: usize,
+    tombs: &[crate::cell::RangeTombstone],
+    fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
+) -> Result<Arc<HFileReader>> {
     let file_id = shared.next_file_id();
     let dir = table_dir(shared, t.id);
     let dest = dir.join(file_name(file_id));
     let tmp = dir.join(format!("{}.tmp", file_name(file_id)));
     let o = &t.schema.options;
-    let mut w = HFileWriter::create(
-        &*shared.backend,
-        &tmp,
-        WriterOptions {
-            table_id: t.id,
-            layout_id: t.schema.layout_id(),
-            fields_width: t.schema.fields_width(),
-            compression: o.compression,
-            block_size_bytes: o.block_size_bytes as usize,
-            bloom: o.bloom,
-            expected_cells: mem.cell_count(),
-            created_ms: shared.opts.clock.now_ms(),
-        },
-    )?;
-    let width = cell::cell_width(t.schema.fields_width());
-    let (lo, hi) = ([0u8; crate::key::KEY_LEN], crate::hfile::writer::KEY_MAX);
-    let mut buf = Vec::with_capacity(FLUSH_CHUNK_CELLS * width);
-    let mut after = None;
-    loop {
-        buf.clear();
-        if mem.copy_range(&lo, &hi, after, FLUSH_CHUNK_CELLS, &mut buf) == 0 {
-            break;
+    let opts = WriterOptions {
+        table_id: t.id,
+        layout_id: t.schema.layout_id(),
+        fields_width: t.schema.fields_width(),
+        compression: o.compression,
+        block_size_bytes: o.block_size_bytes as usize,
+        bloom: o.bloom,
+        expected_cells,
+        created_ms: shared.opts.clock.now_ms(),
+    };
+    let written = HFileWriter::create(&*shared.backend, &tmp, opts).and_then(|mut w| {
+        fill(&mut w)?;
+        w.finish(tombs)?;
+        publish(&*shared.backend, &tmp, &dest)
+    });
+    if let Err(e) = written {
+        if tmp.exists() {
+            let _ = shared.backend.remove_file(&tmp);
         }
-        for c in buf.chunks_exact(width) {
-            w.add(c)?;
-        }
-        let last = cell::CellRef(&buf[buf.len() - width..]);
-        after = Some((*last.key(), last.seq()));
+        return Err(e);
     }
-    w.finish(&mem.range_tombstones())?;
-    publish(&*shared.backend, &tmp, &dest)?;
     let r = HFileReader::open_checked(
         &dest,
         file_id,

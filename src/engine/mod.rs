@@ -11,6 +11,7 @@
 
 mod apply;
 mod commit;
+mod compact;
 mod flush;
 mod open;
 mod options;
@@ -19,6 +20,7 @@ mod regions;
 mod split;
 mod table;
 
+pub use compact::Outcome as CompactionOutcome;
 pub use options::{Durability, Options};
 pub use reads::ReadStats;
 pub use regions::RegionInfo;
@@ -35,7 +37,7 @@ use commit::{Msg, Op, WriteReq};
 use crossbeam_channel::{bounded, Sender};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
@@ -55,12 +57,24 @@ pub struct Shared {
     pub(crate) prefetch: Arc<crate::read::prefetch::Prefetcher>,
     /// Highest sequence number applied to the memstores; reads snapshot it.
     pub(crate) applied_seq: AtomicU64,
+    /// Set when the store is closing: long work (compaction) stops early.
+    pub(crate) closing: AtomicBool,
+    /// The compaction queue; `None` once closing.
+    pub(crate) compact_tx: Mutex<Option<Sender<compact::Job>>>,
+    /// Replaced HFiles waiting for their last reader before deletion.
+    graveyard: Mutex<Vec<Arc<crate::hfile::HFileReader>>>,
+    /// Writes that had to wait (write stall), and writes refused `Busy`.
+    pub(crate) stalls: AtomicU64,
+    pub(crate) busy: AtomicU64,
     _lock: std::fs::File,
 }
 
 impl Shared {
     pub(crate) fn manifest(&self) -> MutexGuard<'_, Manifest> {
         self.manifest.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(crate) fn graveyard(&self) -> MutexGuard<'_, Vec<Arc<crate::hfile::HFileReader>>> {
+        self.graveyard.lock().unwrap_or_else(|p| p.into_inner())
     }
     pub(crate) fn wal(&self) -> MutexGuard<'_, WalWriter> {
         self.wal.lock().unwrap_or_else(|p| p.into_inner())
@@ -205,6 +219,9 @@ pub struct StoreStats {
     pub memstore_bytes: usize,
     /// Regions over all tables.
     pub regions: usize,
+    /// Writes that waited in a write stall, and writes refused with `Busy`.
+    pub stalled_writes: u64,
+    pub busy_writes: u64,
     pub cache: crate::cache::CacheStats,
 }
 
@@ -317,6 +334,7 @@ impl Store {
 
     fn submit(&self, table: Arc<Table>, op: Op, durability: Durability) -> Result<u64> {
         self.shared.check_poisoned()?;
+        self.admit(&table)?;
         let (tx, rx) = bounded(1);
         self.commit_tx
             .send(Msg::Write(WriteReq {
@@ -435,6 +453,8 @@ impl Store {
             io: Some(self.io_kind()),
             wal_segments: self.shared.wal().segment_count(),
             cache: self.shared.cache.stats(),
+            stalled_writes: self.shared.stalls.load(Ordering::Relaxed),
+            busy_writes: self.shared.busy.load(Ordering::Relaxed),
             ..Default::default()
         };
         for t in self.shared.tables_snapshot() {
@@ -464,6 +484,12 @@ impl Store {
     /// last, because the apply thread may be waiting for a flush.
     fn shutdown(&mut self) {
         self.monitor_tx = None;
+        self.shared.closing.store(true, Ordering::Relaxed);
+        self.shared
+            .compact_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let _ = self.commit_tx.send(Msg::Shutdown);
         let flusher = self.threads.pop();
         for t in self.threads.drain(..) {
@@ -472,6 +498,62 @@ impl Store {
         let _ = self.shared.flush_tx.send(None);
         if let Some(t) = flusher {
             let _ = t.join();
+        }
+        compact::sweep_graveyard(&self.shared);
+    }
+
+    /// Write stall: while a region of the table has more than
+    /// `blocking_file_count` HFiles or memstores waiting for their flush
+    /// hold more than half of `memstore_global_bytes`, wait for flushes
+    /// and compactions; past `write_stall_max_ms` refuse with `Busy`
+    /// (nothing applied).
+    fn admit(&self, t: &Table) -> Result<()> {
+        let o = &self.shared.opts;
+        let over = || {
+            let u = self.shared.memstore_usage();
+            let files = t
+                .regions()
+                .iter()
+                .filter(|r| r.file_count() > o.blocking_file_count)
+                .cloned()
+                .collect::<Vec<_>>();
+            // The apply thread waits on the same condition.
+            (files, u.frozen > o.memstore_global_bytes / 2)
+        };
+        let (files, mem) = over();
+        if files.is_empty() && !mem {
+            return Ok(());
+        }
+        if self
+            .shared
+            .stalls
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(1000)
+        {
+            tracing::warn!(
+                "write stall on table {}: {} regions over {} files, memstores over limit: {mem}",
+                t.schema.name,
+                files.len(),
+                o.blocking_file_count
+            );
+        }
+        let deadline = std::time::Instant::now() + Duration::from_millis(o.write_stall_max_ms);
+        for r in &files {
+            self.shared.request_compaction(t.id, r, false);
+        }
+        loop {
+            self.shared.check_poisoned()?;
+            self.shared.wait_flush_progress(Duration::from_millis(20));
+            let (files, mem) = over();
+            if files.is_empty() && !mem {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                self.shared.busy.fetch_add(1, Ordering::Relaxed);
+                return Err(Error::Busy {
+                    retry_after_ms: o.write_stall_max_ms.clamp(100, 5_000),
+                });
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::wal::{self, WalWriter};
 use crossbeam_channel::{bounded, unbounded};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 pub fn open(dir: &Path, opts: Options) -> Result<Store> {
@@ -102,6 +102,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     writer.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
     let max_file_id = manifest.state().max_file_id;
     let (flush_tx, flush_rx) = unbounded();
+    let (compact_tx, compact_rx) = unbounded();
     let shared = Arc::new(Shared {
         dir: dir.to_path_buf(),
         backend,
@@ -124,6 +125,11 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
                 .map_err(|e| Error::io("<read-ahead threads>", e))?,
         ),
+        closing: AtomicBool::new(false),
+        compact_tx: Mutex::new(Some(compact_tx)),
+        graveyard: Mutex::new(Vec::new()),
+        stalls: AtomicU64::new(0),
+        busy: AtomicU64::new(0),
         _lock: lock,
     });
     // Memstores frozen during replay are flushed now (no writer can run
@@ -144,15 +150,23 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     let s3 = shared.clone();
     let (monitor_tx, monitor_rx) = bounded::<()>(1);
     // Order matters to `Store::shutdown`: the monitor first (it stops when
-    // its channel closes), the flusher last.
-    let threads = vec![
+    // its channel closes), the compactors after the writers, the flusher
+    // last.
+    let mut threads = vec![
         spawn("telestore-monitor", move || {
             super::regions::monitor(s3, monitor_rx)
         })?,
         spawn("telestore-commit", move || committer.run())?,
         spawn("telestore-apply", move || applier.run())?,
-        spawn("telestore-flush", move || flusher(s2, flush_rx))?,
     ];
+    for i in 0..shared.opts.compaction_threads {
+        let (s, rx) = (shared.clone(), compact_rx.clone());
+        threads.push(spawn(&format!("telestore-compact-{i}"), move || {
+            super::compact::worker(s, rx)
+        })?);
+    }
+    drop(compact_rx);
+    threads.push(spawn("telestore-flush", move || flusher(s2, flush_rx))?);
     tracing::info!(
         "opened {} (io: {}, {} WAL entries replayed, next seq {})",
         dir.display(),

@@ -1,6 +1,7 @@
 //! Store options and write durability.
 
 use crate::clock::{Clock, SystemClock};
+use crate::compaction::plan::Policy as CompactionPolicy;
 use crate::error::{Error, Result};
 use crate::io::{BackendRef, IoChoice};
 use crate::region::hotspot::HotspotConfig;
@@ -65,6 +66,18 @@ pub struct Options {
     pub hotspot: HotspotConfig,
     /// Worker threads of a table-wide scan (one sub-scan per region).
     pub scan_threads: usize,
+    /// Compaction planner settings (minor runs).
+    pub compaction: CompactionPolicy,
+    /// Background compaction workers (0: compactions run only when asked,
+    /// `Store::compact`).
+    pub compaction_threads: usize,
+    /// Scheduled major compaction period per region (± 50 % jitter);
+    /// 0 turns the schedule off.
+    pub major_compaction_period_ms: i64,
+    /// A region with more HFiles than this stalls the table's writers.
+    pub blocking_file_count: usize,
+    /// Longest write stall before a write is refused with `Busy`.
+    pub write_stall_max_ms: u64,
     /// WAL segment size before rolling to a new segment.
     pub wal_segment_bytes: u64,
     /// Live WAL segments before the tables holding the oldest one back are
@@ -91,6 +104,11 @@ impl Default for Options {
             region_split_bytes: 1 << 30,
             hotspot: HotspotConfig::default(),
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+            compaction: CompactionPolicy::default(),
+            compaction_threads: 1,
+            major_compaction_period_ms: 7 * 24 * 3600 * 1000,
+            blocking_file_count: 16,
+            write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_segments_max: 8,
             async_sync_interval_ms: 100,
@@ -160,6 +178,36 @@ impl Options {
                 ),
             ));
         }
+        let c = &self.compaction;
+        if c.min_files < 2
+            || c.max_files < c.min_files
+            || c.ratio.is_nan()
+            || c.ratio <= 0.0
+            || c.stuck_files < c.min_files
+        {
+            return Err(Error::invalid(
+                "compaction",
+                format!("min_files {} (>= 2), max_files {} (>= min), ratio {} (> 0), stuck_files {} (>= min)", c.min_files, c.max_files, c.ratio, c.stuck_files),
+            ));
+        }
+        if self.compaction_threads > 16 {
+            return Err(Error::invalid(
+                "compaction_threads",
+                format!("{} outside 0..=16", self.compaction_threads),
+            ));
+        }
+        if self.blocking_file_count <= c.min_files {
+            return Err(Error::invalid(
+                "blocking_file_count",
+                format!(
+                    "{} must exceed compaction.min_files {}",
+                    self.blocking_file_count, c.min_files
+                ),
+            ));
+        }
+        if self.major_compaction_period_ms < 0 {
+            return Err(Error::invalid("major_compaction_period_ms", "negative"));
+        }
         if self.wal_segments_max < 2 {
             return Err(Error::invalid("wal_segments_max", "must be at least 2"));
         }
@@ -182,6 +230,14 @@ impl std::fmt::Debug for Options {
             .field("region_split_bytes", &self.region_split_bytes)
             .field("hotspot", &self.hotspot)
             .field("scan_threads", &self.scan_threads)
+            .field("compaction", &self.compaction)
+            .field("compaction_threads", &self.compaction_threads)
+            .field(
+                "major_compaction_period_ms",
+                &self.major_compaction_period_ms,
+            )
+            .field("blocking_file_count", &self.blocking_file_count)
+            .field("write_stall_max_ms", &self.write_stall_max_ms)
             .field("wal_segment_bytes", &self.wal_segment_bytes)
             .field("async_sync_interval_ms", &self.async_sync_interval_ms)
             .field("block_cache_bytes", &self.block_cache_bytes)

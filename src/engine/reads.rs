@@ -56,7 +56,9 @@ impl Store {
         let mut more = true;
         let regions = t.regions();
         // Regions are sorted by start: begin at the one holding `lo`.
-        let first = regions.partition_point(|r| r.start <= q.lo).saturating_sub(1);
+        let first = regions
+            .partition_point(|r| r.start <= q.lo)
+            .saturating_sub(1);
         for r in regions[first..].iter().take_while(|r| r.start <= q.hi) {
             let Some((lo, hi)) = region::clip(&q.lo, &q.hi, &r.start, r.end.as_ref()) else {
                 continue;

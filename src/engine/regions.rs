@@ -32,6 +32,13 @@ pub struct RegionInfo {
     pub rows_scanned: u64,
     pub flushes: u64,
     pub compactions: u64,
+    pub compactions_failed: u64,
+    pub compaction_queued: bool,
+    pub compaction_running: bool,
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
+    /// (flush + compaction bytes written) / flush bytes written.
+    pub write_amplification: f64,
     /// Rows written per second over the detector's window.
     pub write_rate: f64,
     /// Rows read per second over the detector's window.
@@ -81,6 +88,7 @@ pub(crate) fn monitor(shared: std::sync::Arc<Shared>, stop: crossbeam_channel::R
         stop.recv_timeout(Duration::from_secs(1))
     {
         shared.check_hotspots();
+        shared.schedule_compactions();
     }
 }
 
@@ -112,6 +120,12 @@ impl Store {
                     rows_scanned: s.rows_scanned.load(Relaxed),
                     flushes: s.flushes.load(Relaxed),
                     compactions: s.compactions.load(Relaxed),
+                    compactions_failed: s.compactions_failed.load(Relaxed),
+                    compaction_queued: s.compaction_queued.load(Relaxed) == 1,
+                    compaction_running: s.compaction_running.load(Relaxed) == 1,
+                    compaction_bytes_read: s.compaction_bytes_read.load(Relaxed),
+                    compaction_bytes_written: s.compaction_bytes_written.load(Relaxed),
+                    write_amplification: s.write_amplification(),
                     write_rate: s.writes.rate(now, cfg.window_secs),
                     read_rate: s.reads.rate(now, cfg.window_secs),
                     load_share: 0.0,

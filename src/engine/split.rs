@@ -11,7 +11,9 @@
 //! them by key to whichever regions the manifest lists.
 //!
 //! A merge pauses the table's writes, flushes both regions (so neither
-//! holds unflushed edits), then appends `Merge`: the merged region lists
+//! holds unflushed edits), rewrites any file a region shares with a
+//! sibling into one clipped to its own range (so no cell is listed twice
+//! in the merged region), then appends `Merge`: the merged region lists
 //! the union of their files.
 
 use super::flush::flush_region;
@@ -153,6 +155,10 @@ pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
     for x in [&l, &r] {
         x.freeze();
         flush_region(shared, t, x).map_err(|e| shared.poison(&e))?;
+        // Files shared with a sibling hold cells outside `x`; the merged
+        // region would read those twice where `x`'s sibling had compacted
+        // them, so each side first rewrites them clipped to its range.
+        super::compact::own_files(shared, t, x)?;
     }
     let merged = shared.next_region_id(t.id)?;
     pause_point("merge-before-record");

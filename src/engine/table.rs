@@ -7,7 +7,7 @@ use crate::memstore::Memstore;
 use crate::region::hotspot::HotState;
 use crate::region::stats::RegionStats;
 use crate::schema::TableSchema;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What a reader sees of a region at one moment.
@@ -32,6 +32,8 @@ pub struct Region {
     pub flushed_seq: AtomicU64,
     pub stats: RegionStats,
     pub hot: Mutex<HotState>,
+    /// When the next scheduled major compaction is due (0: not set yet).
+    pub next_major_ms: AtomicI64,
 }
 
 impl Region {
@@ -50,6 +52,7 @@ impl Region {
             flushed_seq: AtomicU64::new(flushed_seq),
             stats: RegionStats::default(),
             hot: Mutex::new(HotState::default()),
+            next_major_ms: AtomicI64::new(0),
         }
     }
 
@@ -92,6 +95,14 @@ impl Region {
         let old = std::mem::replace(&mut st.active, fresh);
         st.frozen.push(old);
         true
+    }
+
+    pub fn file_count(&self) -> usize {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .files
+            .len()
     }
 
     pub fn frozen_count(&self) -> usize {

@@ -221,11 +221,21 @@ impl HFileReader {
 
     /// Decoded cells of block `i` (verified, cached).
     pub fn block(&self, i: usize) -> Result<Arc<Vec<u8>>> {
+        self.cache
+            .get_or_load(self.file_id, i as u32, || self.load_block(i))
+    }
+
+    /// Block `i` for a bulk read: from the cache if there, but a block
+    /// read from disk is not cached.
+    pub fn block_uncached(&self, i: usize) -> Result<Arc<Vec<u8>>> {
+        self.cache
+            .get_or_load_uncached(self.file_id, i as u32, || self.load_block(i))
+    }
+
+    fn load_block(&self, i: usize) -> Result<Vec<u8>> {
         let e = self.index[i];
-        self.cache.get_or_load(self.file_id, i as u32, || {
-            let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
-            check_block(&e, &b, self.cell_width).map_err(|err| err.at(&self.path, e.offset))
-        })
+        let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+        check_block(&e, &b, self.cell_width).map_err(|err| err.at(&self.path, e.offset))
     }
 }
 

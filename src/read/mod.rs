@@ -131,7 +131,8 @@ pub fn merge_visible(
     Ok(n)
 }
 
-fn min_source(sources: &[Box<dyn CellSource + '_>]) -> Option<usize> {
+/// Index of the source whose current cell sorts first.
+pub fn min_source(sources: &[Box<dyn CellSource + '_>]) -> Option<usize> {
     let mut best: Option<(usize, &[u8])> = None;
     for (i, s) in sources.iter().enumerate() {
         if let Some(c) = s.current() {

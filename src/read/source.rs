@@ -89,6 +89,8 @@ pub struct FileSource {
     prefetch: Option<Arc<Prefetcher>>,
     /// Blocks before this one were already requested from the prefetcher.
     prefetched_to: usize,
+    /// Put blocks read from disk into the block cache (not for bulk reads).
+    cache: bool,
 }
 
 impl FileSource {
@@ -99,6 +101,22 @@ impl FileSource {
         lo: RowKey,
         hi: RowKey,
         prefetch: Option<Arc<Prefetcher>>,
+    ) -> Result<Self> {
+        Self::with_cache(file, lo, hi, prefetch, true)
+    }
+
+    /// A source for a bulk read (compaction): no read-ahead, and blocks
+    /// read from disk do not enter the block cache.
+    pub fn bulk(file: Arc<HFileReader>, lo: RowKey, hi: RowKey) -> Result<Self> {
+        Self::with_cache(file, lo, hi, None, false)
+    }
+
+    fn with_cache(
+        file: Arc<HFileReader>,
+        lo: RowKey,
+        hi: RowKey,
+        prefetch: Option<Arc<Prefetcher>>,
+        cache: bool,
     ) -> Result<Self> {
         let width = file.cell_width();
         let block_idx = file.seek_block(&lo);
@@ -111,6 +129,7 @@ impl FileSource {
             pos: 0,
             prefetch,
             prefetched_to: 0,
+            cache,
         };
         s.load()?;
         if let Some(b) = &s.block {
@@ -131,7 +150,11 @@ impl FileSource {
         let idx = self.file.index();
         if self.block_idx < idx.len() && idx[self.block_idx].first_key <= self.hi {
             self.read_ahead();
-            self.block = Some(self.file.block(self.block_idx)?);
+            self.block = Some(if self.cache {
+                self.file.block(self.block_idx)?
+            } else {
+                self.file.block_uncached(self.block_idx)?
+            });
         }
         Ok(())
     }

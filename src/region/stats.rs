@@ -73,7 +73,17 @@ pub struct RegionStats {
     pub read_requests: AtomicU64,
     pub rows_scanned: AtomicU64,
     pub flushes: AtomicU64,
+    /// Bytes of HFiles written by flushes.
+    pub flush_bytes: AtomicU64,
+    /// Compactions completed (including whole-file TTL drops).
     pub compactions: AtomicU64,
+    pub compactions_failed: AtomicU64,
+    /// 1 while a compaction of the region is queued / running.
+    pub compaction_queued: AtomicU64,
+    pub compaction_running: AtomicU64,
+    /// Bytes of HFiles read and written by compactions.
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
     /// Rows written per second.
     pub writes: RateWindow,
     /// Rows read per second.
@@ -81,6 +91,15 @@ pub struct RegionStats {
 }
 
 impl RegionStats {
+    /// (flush bytes + compaction bytes written) / flush bytes; 1 before
+    /// any compaction, 0 before any flush.
+    pub fn write_amplification(&self) -> f64 {
+        let f = self.flush_bytes.load(Relaxed);
+        if f == 0 {
+            return 0.0;
+        }
+        (f + self.compaction_bytes_written.load(Relaxed)) as f64 / f as f64
+    }
     pub fn on_write(&self, now_ms: i64, rows: u64) {
         self.rows_written.fetch_add(rows, Relaxed);
         self.write_batches.fetch_add(1, Relaxed);

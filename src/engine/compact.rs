@@ -1,0 +1,445 @@
+//! Running compactions: the planner's task for a region, executed as a
+//! streaming k-way merge of its files (clipped to the region's range) into
+//! one new HFile, written like a flush (temp file → fsync → rename → dir
+//! fsync, through the I/O backend), then swapped in with one manifest
+//! record (`Files`: added = the output, removed = the inputs) while the
+//! table's flush lock is held. A crash before that record leaves an
+//! unrecorded file that open deletes; after it, the inputs are unrecorded
+//! and deleted likewise. Replaced files are deleted once no region lists
+//! them and no reader still holds them (the graveyard).
+//!
+//! Work arrives on a queue served by `compaction_threads` workers: a
+//! minor check after every flush, whole-file TTL drops and scheduled
+//! majors from the monitor thread, and `Store::compact` on demand.
+
+use super::flush::{meta_of, write_hfile};
+use super::table::{Region, Table};
+use super::{Shared, Store};
+use crate::cell::RangeTombstone;
+use crate::compaction::filter::{self, Filter, Mode};
+use crate::compaction::plan::{self, FileStat, Task};
+use crate::error::{Error, Result};
+use crate::hfile::writer::KEY_MAX;
+use crate::hfile::HFileReader;
+use crate::manifest::Record;
+use crate::read::source::{CellSource, FileSource};
+use crate::region::key_before;
+use crate::testkit::pause_point;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// A queued request.
+pub struct Job {
+    pub table: u32,
+    pub region: u32,
+    pub major: bool,
+}
+
+/// What one compaction did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub kind: &'static str,
+    pub files_in: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub cells_in: u64,
+    pub cells_out: u64,
+}
+
+fn stat_of(f: &HFileReader) -> FileStat {
+    let i = f.info();
+    FileStat {
+        file_id: f.file_id(),
+        bytes: f.len_bytes(),
+        max_seq: i.max_seq,
+        max_ts: if i.cells > 0 { i.max_ts } else { i64::MIN },
+        tombstone_max_to: f
+            .range_tombstones()
+            .iter()
+            .map(|t| t.to)
+            .max()
+            .unwrap_or(i64::MIN),
+    }
+}
+
+fn ttl_cutoff(shared: &Shared, t: &Table) -> Option<i64> {
+    let now = shared.opts.clock.now_ms();
+    t.schema.options.ttl_ms.map(|ttl| now.saturating_sub(ttl))
+}
+
+/// The task the planner picks for `r` now.
+pub fn plan_for(shared: &Shared, t: &Table, r: &Region, major: bool) -> Option<Task> {
+    let stats: Vec<FileStat> = r.snapshot().files.iter().map(|f| stat_of(f)).collect();
+    plan::plan(
+        &stats,
+        &shared.opts.compaction,
+        ttl_cutoff(shared, t),
+        major,
+    )
+}
+
+/// Plan and run one compaction of `r`; `Ok(None)` when there was nothing
+/// to do or the region was split or merged meanwhile.
+pub fn compact_region(
+    shared: &Shared,
+    t: &Table,
+    r: &Arc<Region>,
+    major: bool,
+) -> Result<Option<Outcome>> {
+    let Some(task) = plan_for(shared, t, r, major) else {
+        return Ok(None);
+    };
+    r.stats.compaction_running.store(1, Relaxed);
+    let res = run_task(shared, t, r, task);
+    r.stats.compaction_running.store(0, Relaxed);
+    match &res {
+        Ok(Some(o)) => {
+            r.stats.compactions.fetch_add(1, Relaxed);
+            r.stats.compaction_bytes_read.fetch_add(o.bytes_in, Relaxed);
+            r.stats
+                .compaction_bytes_written
+                .fetch_add(o.bytes_out, Relaxed);
+            shared.notify_flush_progress();
+        }
+        Ok(None) => {}
+        Err(_) => {
+            r.stats.compactions_failed.fetch_add(1, Relaxed);
+        }
+    }
+    res
+}
+
+fn run_task(shared: &Shared, t: &Table, r: &Arc<Region>, task: Task) -> Result<Option<Outcome>> {
+    let (kind, ids) = match &task {
+        Task::DropExpired(ids) => ("ttl-drop", ids),
+        Task::Minor(ids) => ("minor", ids),
+        Task::Major(ids) => ("major", ids),
+    };
+    let inputs: Vec<Arc<HFileReader>> = r
+        .snapshot()
+        .files
+        .into_iter()
+        .filter(|f| ids.contains(&f.file_id()))
+        .collect();
+    let mut o = Outcome {
+        kind,
+        files_in: inputs.len(),
+        bytes_in: inputs.iter().map(|f| f.len_bytes()).sum(),
+        ..Default::default()
+    };
+    let output = match task {
+        Task::DropExpired(_) => None,
+        Task::Minor(_) | Task::Major(_) => {
+            let (file, cells_in, cells_out) = merge_files(shared, t, r, &inputs, kind == "major")?;
+            o.cells_in = cells_in;
+            o.cells_out = cells_out;
+            o.bytes_out = file.as_ref().map_or(0, |f| f.len_bytes());
+            file
+        }
+    };
+    if !commit(shared, t, r, &inputs, output.clone())? {
+        if let Some(f) = output {
+            discard(shared, &f);
+        }
+        return Ok(None);
+    }
+    sweep_graveyard(shared);
+    tracing::debug!(
+        "table {} region {}: {kind} compaction of {} files ({} bytes) -> {} bytes",
+        t.schema.name,
+        r.id,
+        o.files_in,
+        o.bytes_in,
+        o.bytes_out
+    );
+    Ok(Some(o))
+}
+
+/// Merge `inputs` (clipped to the region) into a new file; `None` when
+/// nothing is left to write.
+fn merge_files(
+    shared: &Shared,
+    t: &Table,
+    r: &Region,
+    inputs: &[Arc<HFileReader>],
+    major: bool,
+) -> Result<(Option<Arc<HFileReader>>, u64, u64)> {
+    let lo = r.start;
+    let hi = r.end.map_or(KEY_MAX, |e| key_before(&e).unwrap_or(KEY_MAX));
+    let reach = |rt: &RangeTombstone| {
+        crate::key::device_range(rt.device, rt.from, rt.to).is_some_and(|(a, b)| a <= hi && b >= lo)
+    };
+    let tombs: Vec<RangeTombstone> = inputs
+        .iter()
+        .flat_map(|f| f.range_tombstones().iter().copied())
+        .filter(|rt| reach(rt))
+        .collect();
+    let mut sources: Vec<Box<dyn CellSource>> = Vec::new();
+    for f in inputs {
+        sources.push(Box::new(FileSource::bulk(f.clone(), lo, hi)?));
+    }
+    let o = &t.schema.options;
+    let (mode, keep_tombs) = if major {
+        (
+            Mode::major(ttl_cutoff(shared, t), o.max_versions, tombs),
+            vec![],
+        )
+    } else {
+        (Mode::Minor, tombs)
+    };
+    let mut f = Filter::new(mode);
+    let expected = inputs.iter().map(|f| f.info().cells as usize).sum();
+    let mut counts = filter::MergeCounts::default();
+    let file = write_hfile(shared, t, expected, &keep_tombs, |w| {
+        counts = filter::merge(sources, &mut f, |c| {
+            if shared.closing.load(Relaxed) {
+                return Err(Error::Closed);
+            }
+            w.add(c)
+        })?;
+        pause_point("compact-writing");
+        Ok(())
+    })?;
+    if counts.cells_out == 0 && keep_tombs.is_empty() {
+        discard(shared, &file);
+        return Ok((None, counts.cells_in, 0));
+    }
+    Ok((Some(file), counts.cells_in, counts.cells_out))
+}
+
+/// Swap `inputs` for `output` in the region and the manifest. False when
+/// the region changed (split, merge, or its files moved) meanwhile.
+fn commit(
+    shared: &Shared,
+    t: &Table,
+    r: &Arc<Region>,
+    inputs: &[Arc<HFileReader>],
+    output: Option<Arc<HFileReader>>,
+) -> Result<bool> {
+    let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let current = t.regions().iter().any(|x| Arc::ptr_eq(x, r));
+    let files = r.snapshot().files;
+    let all_there = inputs
+        .iter()
+        .all(|i| files.iter().any(|f| Arc::ptr_eq(f, i)));
+    if !current || !all_there {
+        return Ok(false);
+    }
+    pause_point("compact-before-record");
+    commit_locked(shared, t, r, inputs, output)?;
+    pause_point("compact-after-record");
+    Ok(true)
+}
+
+/// [`commit`] for a caller that holds the table's flush lock and knows
+/// the region is current.
+fn commit_locked(
+    shared: &Shared,
+    t: &Table,
+    r: &Region,
+    inputs: &[Arc<HFileReader>],
+    output: Option<Arc<HFileReader>>,
+) -> Result<()> {
+    let removed: Vec<u64> = inputs.iter().map(|f| f.file_id()).collect();
+    shared.append_or_poison(&[Record::Files {
+        table_id: t.id,
+        region_id: r.id,
+        added: output.iter().map(|f| meta_of(f)).collect(),
+        removed: removed.clone(),
+        flushed_seq: None,
+    }])?;
+    {
+        let mut st = r.write_state();
+        st.files.retain(|f| !removed.contains(&f.file_id()));
+        st.files.extend(output);
+    }
+    // Files no region lists any more wait for their last reader.
+    let listed: HashSet<u64> = {
+        let m = shared.manifest();
+        m.state()
+            .tables
+            .get(&t.id)
+            .map(|e| e.all_files().keys().copied().collect())
+            .unwrap_or_default()
+    };
+    let mut grave = shared.graveyard();
+    grave.extend(
+        inputs
+            .iter()
+            .filter(|f| !listed.contains(&f.file_id()))
+            .cloned(),
+    );
+    Ok(())
+}
+
+/// Rewrite the region's files that hold keys outside its range (shared
+/// with a sibling since a split) into one file of its own range. The
+/// caller holds the flush lock and the region map (a merge does this so
+/// the merged region never lists two copies of a cell).
+pub fn own_files(shared: &Shared, t: &Table, r: &Region) -> Result<()> {
+    let hi = r.end.map(|e| key_before(&e).unwrap_or(KEY_MAX));
+    let shared_files: Vec<Arc<HFileReader>> = r
+        .snapshot()
+        .files
+        .into_iter()
+        .filter(|f| {
+            let i = f.info();
+            i.cells > 0 && (i.min_key < r.start || hi.is_some_and(|h| i.max_key > h))
+        })
+        .collect();
+    if shared_files.is_empty() {
+        return Ok(());
+    }
+    let (out, _, _) = merge_files(shared, t, r, &shared_files, false)?;
+    commit_locked(shared, t, r, &shared_files, out)
+}
+
+/// Remove a published file that will not be recorded.
+fn discard(shared: &Shared, f: &HFileReader) {
+    if let Err(e) = shared.backend.remove_file(f.path()) {
+        tracing::warn!(
+            "could not remove unused {} (removed at next open): {e}",
+            f.path().display()
+        );
+    }
+}
+
+/// Delete graveyard files no reader holds any more.
+pub fn sweep_graveyard(shared: &Shared) {
+    let ready: Vec<Arc<HFileReader>> = {
+        let mut g = shared.graveyard();
+        let (ready, wait): (Vec<_>, Vec<_>) = g.drain(..).partition(|f| Arc::strong_count(f) == 1);
+        *g = wait;
+        ready
+    };
+    let mut dirs = HashSet::new();
+    for f in ready {
+        match shared.backend.remove_file(f.path()) {
+            Ok(()) => {
+                dirs.insert(f.path().parent().map(|p| p.to_path_buf()));
+            }
+            Err(e) => tracing::warn!(
+                "could not remove {} (removed at next open): {e}",
+                f.path().display()
+            ),
+        }
+    }
+    for d in dirs.into_iter().flatten() {
+        if let Err(e) = shared.backend.sync_dir(&d) {
+            tracing::warn!("could not sync {}: {e}", d.display());
+        }
+    }
+}
+
+/// A compaction worker: serve the queue until it closes.
+pub fn worker(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Job>) {
+    while let Ok(job) = rx.recv() {
+        let Some(t) = shared
+            .tables_snapshot()
+            .into_iter()
+            .find(|t| t.id == job.table)
+        else {
+            continue;
+        };
+        let Some(r) = t.region_by_id(job.region) else {
+            continue;
+        };
+        r.stats.compaction_queued.store(0, Relaxed);
+        if shared.check_poisoned().is_err() || shared.closing.load(Relaxed) {
+            continue;
+        }
+        // Minor compactions repeat while the planner finds work.
+        for _ in 0..8 {
+            let run = std::panic::AssertUnwindSafe(|| compact_region(&shared, &t, &r, job.major));
+            let res = std::panic::catch_unwind(run)
+                .unwrap_or_else(|_| Err(Error::invalid("compaction", "panicked (a bug)")));
+            match res {
+                Ok(Some(_)) if !job.major => continue,
+                Ok(_) => break,
+                Err(Error::Closed) => return,
+                Err(e) => {
+                    tracing::error!(
+                        "compaction of table {} region {} failed: {e}",
+                        t.schema.name,
+                        r.id
+                    );
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Queue a compaction check of a region (once until it starts).
+    pub(crate) fn request_compaction(&self, table: u32, r: &Region, major: bool) {
+        if r.stats.compaction_queued.swap(1, Relaxed) == 1 && !major {
+            return;
+        }
+        let tx = self.compact_tx.lock().unwrap_or_else(|p| p.into_inner());
+        match tx.as_ref() {
+            Some(tx) => {
+                let _ = tx.send(Job {
+                    table,
+                    region: r.id,
+                    major,
+                });
+            }
+            None => r.stats.compaction_queued.store(0, Relaxed),
+        }
+    }
+
+    /// Monitor tick: queue expired-file drops and due major compactions.
+    pub(crate) fn schedule_compactions(&self) {
+        let now = self.opts.clock.now_ms();
+        let period = self.opts.major_compaction_period_ms;
+        for t in self.tables_snapshot() {
+            for r in t.regions().iter() {
+                let due = r.next_major_ms.load(Relaxed);
+                if period > 0 && due == 0 {
+                    r.next_major_ms
+                        .store(now + jittered(period, r.id as u64 ^ t.id as u64), Relaxed);
+                } else if period > 0 && now >= due {
+                    r.next_major_ms
+                        .store(now + jittered(period, due as u64), Relaxed);
+                    self.request_compaction(t.id, r, true);
+                    continue;
+                }
+                if matches!(plan_for(self, &t, r, false), Some(Task::DropExpired(_))) {
+                    self.request_compaction(t.id, r, false);
+                }
+            }
+        }
+        sweep_graveyard(self);
+    }
+}
+
+/// `period` ± 50 %, spread deterministically by `salt` so regions do not
+/// all compact at once.
+fn jittered(period: i64, salt: u64) -> i64 {
+    let spread = (crate::testkit::mix(salt) % 1000) as i64 - 500;
+    period + period / 1000 * spread
+}
+
+impl Store {
+    /// Compact every region of `table` now, on this thread: a major
+    /// compaction with `major`, else whatever the planner picks (expired
+    /// files, then minor runs) until it finds nothing. Returns what ran.
+    pub fn compact(&self, table: &str, major: bool) -> Result<Vec<Outcome>> {
+        self.shared.check_poisoned()?;
+        let t = self.shared.table(table)?;
+        let mut out = Vec::new();
+        for r in t.regions().iter() {
+            while let Some(o) = compact_region(&self.shared, &t, r, major)? {
+                let again = !major || o.kind == "ttl-drop";
+                out.push(o);
+                if !again {
+                    break;
+                }
+            }
+        }
+        sweep_graveyard(&self.shared);
+        Ok(out)
+    }
+}

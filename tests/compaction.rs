@@ -1,0 +1,421 @@
+//! Compaction: a seeded model test (puts, back-fills, overwrites, point
+//! and range deletes, TTL clock moves, flushes, minor and major
+//! compactions, reopens), TTL and version limits checked on the files
+//! themselves, the whole-file TTL drop, files shared after a split, and
+//! the write stall's `Busy`.
+
+mod common;
+
+use common::{open, seed, small_fields, small_rows, small_schema};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use telestore::cache::BlockCache;
+use telestore::cell::{CellKind, CellRef};
+use telestore::clock::ManualClock;
+use telestore::hfile::HFileReader;
+use telestore::{Durability, Error, Options, Order, Store, TableOptions};
+
+const T0: i64 = 1_700_000_000_000;
+const DEVICES: u64 = 10;
+const TTL_MS: i64 = 100_000;
+
+/// Every cell in the table's HFiles on disk: (device, ts, seq, kind).
+fn cells_on_disk(dir: &Path) -> Vec<(u64, i64, u64, CellKind)> {
+    let mut out = Vec::new();
+    let tdir = dir.join("tables").join("1");
+    for e in std::fs::read_dir(&tdir).unwrap() {
+        let p = e.unwrap().path();
+        assert_ne!(
+            p.extension().and_then(|x| x.to_str()),
+            Some("tmp"),
+            "temp file left: {}",
+            p.display()
+        );
+        // A cache of its own: blocks are cached by file id.
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let r = HFileReader::open(&p, 0, 13, cache).unwrap();
+        for i in 0..r.block_count() {
+            let b = r.block(i).unwrap();
+            for c in b.chunks_exact(r.cell_width()) {
+                let c = CellRef(c);
+                out.push((c.device().0, c.ts(), c.seq(), c.kind()));
+            }
+        }
+    }
+    out
+}
+
+fn disk_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir.join("tables").join("1"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+fn options(clock: Arc<ManualClock>) -> Options {
+    Options {
+        clock,
+        flush_threshold_bytes: 64 << 10,
+        compaction_threads: 0,
+        ..Options::default()
+    }
+}
+
+/// (device, ts) -> versions (values), newest first.
+type Model = BTreeMap<(u64, i64), Vec<u64>>;
+
+fn check(store: &Store, model: &Model, now: i64) {
+    let cutoff = now - TTL_MS;
+    for d in 0..DEVICES {
+        let want: Vec<(i64, u64)> = model
+            .range((d, i64::MIN)..=(d, i64::MAX))
+            .filter(|((_, ts), vs)| *ts >= cutoff && !vs.is_empty())
+            .map(|((_, ts), vs)| (*ts, vs[0]))
+            .collect();
+        let got: Vec<(i64, u64)> = store
+            .scan("t", d, i64::MIN, i64::MAX, Order::OldestFirst)
+            .unwrap()
+            .iter()
+            .map(|r| (r.ts, u64::from_le_bytes(r.fields[..8].try_into().unwrap())))
+            .collect();
+        assert_eq!(got, want, "device {d}");
+    }
+    // Versions of a few keys.
+    for ((d, ts), vs) in model.iter().filter(|((_, ts), _)| *ts >= cutoff).take(20) {
+        let got: Vec<u64> = store
+            .get_versions("t", *d, *ts, 3)
+            .unwrap()
+            .iter()
+            .map(|r| u64::from_le_bytes(r.fields[..8].try_into().unwrap()))
+            .collect();
+        let want: Vec<u64> = vs.iter().take(3).copied().collect();
+        assert_eq!(got, want, "versions of ({d}, {ts})");
+    }
+}
+
+#[test]
+fn model_with_flushes_minor_and_major_compactions_ttl_and_deletes() {
+    let s = seed(0xc0a1);
+    let mut rng = SmallRng::seed_from_u64(s);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut store = open(dir.path(), options(clock.clone()));
+    let table = TableOptions {
+        ttl_ms: Some(TTL_MS),
+        max_versions: 3,
+        regions: 4,
+        block_size_bytes: 1024,
+        ..TableOptions::default()
+    };
+    store
+        .create_table(small_schema("t", table.clone()))
+        .unwrap();
+    let mut model = Model::new();
+    let mut v = 0u64;
+    let mut counts = [0usize; 4];
+    for step in 0..400 {
+        let now = clock.now();
+        match rng.gen_range(0..100) {
+            // Puts: new, back-filled (older than now, inside the TTL) and
+            // overwrites of existing keys.
+            0..=54 => {
+                let rows: Vec<(u64, i64, u64)> = (0..rng.gen_range(1..40))
+                    .map(|_| {
+                        v += 1;
+                        let ts = now - rng.gen_range(0..TTL_MS * 3 / 2) / 1000 * 1000;
+                        (rng.gen_range(0..DEVICES), ts, v)
+                    })
+                    .collect();
+                store
+                    .write("t", &small_rows(&rows), Durability::Async)
+                    .unwrap();
+                for (d, ts, v) in rows {
+                    model.entry((d, ts)).or_default().insert(0, v);
+                }
+            }
+            55..=62 => {
+                let keys: Vec<(u64, i64)> = model.keys().copied().collect();
+                if let Some(k) = keys.get(rng.gen_range(0..keys.len().max(1))) {
+                    store.delete("t", &[*k], Durability::Async).unwrap();
+                    model.remove(k);
+                }
+            }
+            63..=66 => {
+                let d = rng.gen_range(0..DEVICES);
+                let from = now - rng.gen_range(0..TTL_MS);
+                let to = from + rng.gen_range(0..TTL_MS / 4);
+                store
+                    .delete_range("t", d, from, to, Durability::Async)
+                    .unwrap();
+                let gone: Vec<_> = model.range((d, from)..=(d, to)).map(|(k, _)| *k).collect();
+                for k in gone {
+                    model.remove(&k);
+                }
+            }
+            67..=76 => {
+                clock.advance(rng.gen_range(1..TTL_MS / 5));
+            }
+            77..=86 => {
+                store.flush().unwrap();
+                counts[0] += 1;
+            }
+            87..=93 => {
+                counts[1] += store.compact("t", false).unwrap().len();
+            }
+            94..=97 => {
+                counts[2] += store.compact("t", true).unwrap().len();
+            }
+            _ => {
+                store.close().unwrap();
+                store = open(dir.path(), options(clock.clone()));
+                counts[3] += 1;
+            }
+        }
+        if step % 10 == 0 {
+            check(&store, &model, clock.now());
+        }
+    }
+    check(&store, &model, clock.now());
+    eprintln!("flushes, minor/ttl-drop compactions, major compactions, reopens: {counts:?}");
+    assert!(
+        counts.iter().all(|c| *c > 0),
+        "every kind of step ran: {counts:?}"
+    );
+    // After a flush and a major compaction the files hold exactly what a
+    // read returns (no expired, deleted or surplus cells, no markers).
+    store.flush().unwrap();
+    store.compact("t", true).unwrap();
+    let cutoff = clock.now() - TTL_MS;
+    let mut on_disk: Vec<(u64, i64)> = cells_on_disk(dir.path())
+        .into_iter()
+        .inspect(|c| {
+            assert_eq!(
+                c.3,
+                CellKind::Put,
+                "marker survived a major compaction: {c:?}"
+            )
+        })
+        .map(|c| (c.0, c.1))
+        .collect();
+    on_disk.sort();
+    let mut want: Vec<(u64, i64)> = Vec::new();
+    for ((d, ts), vs) in model.iter().filter(|((_, ts), _)| *ts >= cutoff) {
+        for _ in 0..vs.len().min(3) {
+            want.push((*d, *ts));
+        }
+    }
+    assert_eq!(
+        on_disk, want,
+        "cells on disk after the final major compaction"
+    );
+    check(&store, &model, clock.now());
+}
+
+trait Now {
+    fn now(&self) -> i64;
+}
+impl Now for ManualClock {
+    fn now(&self) -> i64 {
+        telestore::clock::Clock::now_ms(self)
+    }
+}
+
+#[test]
+fn expired_cells_vanish_from_reads_at_once_and_from_disk_after_major_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = open(dir.path(), options(clock.clone()));
+    let table = TableOptions {
+        ttl_ms: Some(TTL_MS),
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    // Old data and new data mixed in the same files.
+    for round in 0..4i64 {
+        let rows: Vec<_> = (0..500u64)
+            .map(|i| (i % DEVICES, T0 - 50_000 + round * 10_000 + i as i64, i))
+            .collect();
+        store
+            .write("t", &small_rows(&rows), Durability::Sync)
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let before = disk_bytes(dir.path());
+    let cells_before = cells_on_disk(dir.path()).len();
+    clock.advance(TTL_MS - 25_000);
+    // Now rounds 0..=2 are past the TTL (ts < now - ttl = T0 - 25 s).
+    let visible = |s: &Store| {
+        let mut n = 0;
+        s.scan_all("t", i64::MIN, i64::MAX, |_| {
+            n += 1;
+            true
+        })
+        .unwrap();
+        n
+    };
+    assert_eq!(visible(&store), 500, "expired rows still visible");
+    store.compact("t", true).unwrap();
+    let cells_after = cells_on_disk(dir.path()).len();
+    assert_eq!(cells_before, 2000);
+    assert_eq!(cells_after, 500, "expired cells still on disk");
+    assert!(disk_bytes(dir.path()) < before, "disk did not shrink");
+    assert_eq!(visible(&store), 500);
+}
+
+#[test]
+fn a_file_whose_every_cell_expired_is_dropped_without_rewriting() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = open(dir.path(), options(clock.clone()));
+    let table = TableOptions {
+        ttl_ms: Some(TTL_MS),
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    let old: Vec<_> = (0..100u64)
+        .map(|i| (i % DEVICES, T0 - 90_000 + i as i64, i))
+        .collect();
+    store
+        .write("t", &small_rows(&old), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    let new: Vec<_> = (0..100u64)
+        .map(|i| (i % DEVICES, T0 + i as i64, i))
+        .collect();
+    store
+        .write("t", &small_rows(&new), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    clock.advance(20_000);
+    let done = store.compact("t", false).unwrap();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(
+        (done[0].kind, done[0].files_in, done[0].bytes_out),
+        ("ttl-drop", 1, 0)
+    );
+    assert_eq!(cells_on_disk(dir.path()).len(), 100);
+    assert_eq!(store.stats().hfiles, 1);
+}
+
+#[test]
+fn the_three_newest_versions_survive_a_major_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = open(dir.path(), options(clock));
+    let table = TableOptions {
+        max_versions: 3,
+        regions: 2,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    for v in 1..=5u64 {
+        let rows: Vec<_> = (0..50u64).map(|d| (d, T0, v)).collect();
+        store
+            .write("t", &small_rows(&rows), Durability::Sync)
+            .unwrap();
+        store.flush().unwrap();
+    }
+    assert_eq!(cells_on_disk(dir.path()).len(), 250);
+    store.compact("t", true).unwrap();
+    assert_eq!(cells_on_disk(dir.path()).len(), 150);
+    for d in 0..50 {
+        let vs: Vec<u64> = store
+            .get_versions("t", d, T0, 10)
+            .unwrap()
+            .iter()
+            .map(|r| u64::from_le_bytes(r.fields[..8].try_into().unwrap()))
+            .collect();
+        assert_eq!(vs, vec![5, 4, 3]);
+    }
+}
+
+#[test]
+fn files_shared_after_a_split_are_rewritten_per_daughter_then_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = open(dir.path(), options(clock));
+    let table = TableOptions {
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    let rows: Vec<_> = (0..2000u64).map(|d| (d, T0, d)).collect();
+    store
+        .write("t", &small_rows(&rows), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    let parent = std::fs::read_dir(dir.path().join("tables/1"))
+        .unwrap()
+        .count();
+    assert_eq!(parent, 1);
+    store.split_region("t", 0, None).unwrap();
+    assert_eq!(store.stats().hfiles, 1, "daughters share the parent's file");
+    store.compact("t", true).unwrap();
+    // Two own files; the shared one is gone from disk.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tables/1"))
+            .unwrap()
+            .count(),
+        2
+    );
+    let mut n = 0;
+    store
+        .scan_all("t", i64::MIN, i64::MAX, |r| {
+            assert_eq!(r.fields, small_fields(r.device.0));
+            n += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(n, 2000);
+    assert_eq!(cells_on_disk(dir.path()).len(), 2000);
+}
+
+#[test]
+fn too_many_files_stall_writers_then_refuse_with_busy_until_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = Options {
+        blocking_file_count: 4,
+        write_stall_max_ms: 200,
+        ..options(clock)
+    };
+    let store = open(dir.path(), opts);
+    let table = TableOptions {
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    let mut refused = None;
+    for i in 0..10i64 {
+        match store.write("t", &small_rows(&[(1, T0 + i, 1)]), Durability::Sync) {
+            Ok(_) => store.flush().unwrap(),
+            Err(e) => {
+                refused = Some((i, e));
+                break;
+            }
+        }
+    }
+    match refused {
+        Some((5, Error::Busy { retry_after_ms })) => assert!(retry_after_ms > 0),
+        other => panic!("expected Busy at the 6th write, got {other:?}"),
+    }
+    let st = store.stats();
+    assert_eq!((st.stalled_writes, st.busy_writes), (1, 1));
+    assert_eq!(
+        store
+            .scan("t", 1, i64::MIN, i64::MAX, Order::NewestFirst)
+            .unwrap()
+            .len(),
+        5,
+        "nothing of the refused write applied"
+    );
+    store.compact("t", false).unwrap();
+    store
+        .write("t", &small_rows(&[(1, T0 + 99, 1)]), Durability::Sync)
+        .unwrap();
+}
