@@ -419,3 +419,50 @@ fn too_many_files_stall_writers_then_refuse_with_busy_until_compacted() {
         .write("t", &small_rows(&[(1, T0 + 99, 1)]), Durability::Sync)
         .unwrap();
 }
+
+/// The CI-sized version of `telestore bench sustained`: continuous
+/// writes with tiny memstores and background compaction; the files per
+/// region stay bounded (the write stall holds writers back while
+/// compactions catch up) and every row stays readable.
+#[test]
+fn continuous_ingest_keeps_files_per_region_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        flush_threshold_bytes: 32 << 10,
+        compaction_threads: 1,
+        ..Options::default()
+    };
+    let bound = opts.blocking_file_count + opts.frozen_memstores_max + 1;
+    let store = open(dir.path(), opts);
+    let table = TableOptions {
+        regions: 4,
+        block_size_bytes: 4096,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    let (mut worst, mut compactions) = (0, 0);
+    for b in 0..400i64 {
+        let rows: Vec<_> = (0..250u64).map(|d| (d, T0 + b * 1000, d)).collect();
+        // A client retries a `Busy` write (how often depends on the
+        // machine's speed, so it is not asserted).
+        while let Err(e) = store.write("t", &small_rows(&rows), Durability::Async) {
+            assert!(matches!(e, Error::Busy { .. }), "{e}");
+        }
+        if b % 20 == 0 {
+            let regions = store.regions("t").unwrap();
+            worst = worst.max(regions.iter().map(|r| r.files).max().unwrap());
+            compactions = regions.iter().map(|r| r.compactions).sum::<u64>();
+        }
+    }
+    eprintln!("most files in a region: {worst}; compactions so far: {compactions}");
+    assert!(worst <= bound, "{worst} files in a region (bound {bound})");
+    assert!(compactions > 0, "no background compaction ran");
+    let mut n = 0;
+    store
+        .scan_all("t", i64::MIN, i64::MAX, |_| {
+            n += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(n, 400 * 250);
+}

@@ -22,6 +22,12 @@ pub enum BenchCmd {
     /// Compare four row-key designs: region balance, write concentration,
     /// scan footprint, splits (issue 3).
     KeyDesign(keydesign::KeyDesignArgs),
+    /// Run the compaction planner on a simulated flush stream: file counts
+    /// and write amplification over time (issue 4).
+    CompactionSim(super::compaction_sim::SimArgs),
+    /// Continuous ingest with background flushes and compactions; prints
+    /// file counts, write amplification and read latency over time.
+    Sustained(super::sustained::SustainedArgs),
 }
 
 #[derive(Args, Debug)]
@@ -50,6 +56,12 @@ pub struct IngestArgs {
     /// Table compression: none, snappy, zstd or zstd:LEVEL.
     #[arg(long, default_value = "zstd")]
     compression: String,
+    /// Regions the table is pre-split into.
+    #[arg(long, default_value_t = 16)]
+    regions: u32,
+    /// A region splits after a flush once its HFiles exceed this (MiB).
+    #[arg(long, default_value_t = 1024)]
+    region_split_mib: u64,
     /// Keep the directory afterwards.
     #[arg(long)]
     keep: bool,
@@ -59,14 +71,21 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     let a = match cmd {
         BenchCmd::Ingest(a) => a,
         BenchCmd::KeyDesign(a) => return keydesign::run(a),
+        BenchCmd::CompactionSim(a) => return super::compaction_sim::run(a),
+        BenchCmd::Sustained(a) => return super::sustained::run(a),
     };
     let durability = Durability::parse(&a.durability)?;
     if a.dir.exists() {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;
     }
-    let store = Arc::new(Store::open(&a.dir, Options::default())?);
+    let opts = Options {
+        region_split_bytes: a.region_split_mib << 20,
+        ..Options::default()
+    };
+    let store = Arc::new(Store::open(&a.dir, opts)?);
     let mut schema = readings_schema("readings");
     schema.options.compression = telestore::Compression::parse(&a.compression)?;
+    schema.options.regions = a.regions;
     store.create_table(schema)?;
     println!(
         "telestore bench ingest: {} devices x {} rows, batches of {}, {} writers, durability {}, {}, io {}",
@@ -99,8 +118,8 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     long_scan(&store, &a)?;
     let st = store.stats();
     println!(
-        "files:   {} HFiles, {} WAL segments live, cache hits {} misses {}",
-        st.hfiles, st.wal_segments, st.cache.hits, st.cache.misses
+        "files:   {} HFiles, {} WAL segments live, cache hits {} misses {}, stalled writes {}, busy retries {}",
+        st.hfiles, st.wal_segments, st.cache.hits, st.cache.misses, st.stalled_writes, st.busy_writes
     );
     Arc::try_unwrap(store)
         .map_err(|_| anyhow::anyhow!("store still shared"))?
@@ -143,7 +162,16 @@ fn ingest(
                     let Some(b) = batches.get(i) else {
                         return Ok(());
                     };
-                    store.write("readings", b, d)?;
+                    // A `Busy` write (write stall past its limit) is
+                    // retried after the hinted delay, as a client would.
+                    while let Err(e) = store.write("readings", b, d) {
+                        match e {
+                            telestore::Error::Busy { retry_after_ms } => std::thread::sleep(
+                                std::time::Duration::from_millis(retry_after_ms.min(1000)),
+                            ),
+                            other => return Err(other),
+                        }
+                    }
                 }
             })
         })

@@ -2,9 +2,11 @@
 
 mod bench;
 mod compact;
+mod compaction_sim;
 mod crash;
 mod keydesign;
 mod regions;
+mod sustained;
 mod table;
 
 use anyhow::Result;

@@ -157,6 +157,13 @@ pub fn render(regions: &[RegionInfo]) -> String {
                 r.files.to_string(),
                 human(r.memstore_bytes as u64),
                 r.rows_written.to_string(),
+                r.flushes.to_string(),
+                format!(
+                    "{}{}",
+                    r.compactions,
+                    if r.compaction_running { "*" } else { "" }
+                ),
+                format!("{:.2}", r.write_amplification),
                 format!("{:.0}", r.write_rate),
                 format!("{:.0}", r.read_rate),
                 format!("{:.1}%", r.load_share * 100.0),

@@ -31,6 +31,8 @@ pub struct RegionInfo {
     pub read_requests: u64,
     pub rows_scanned: u64,
     pub flushes: u64,
+    /// Bytes of HFiles written by flushes.
+    pub flush_bytes: u64,
     pub compactions: u64,
     pub compactions_failed: u64,
     pub compaction_queued: bool,
@@ -119,6 +121,7 @@ impl Store {
                     read_requests: s.read_requests.load(Relaxed),
                     rows_scanned: s.rows_scanned.load(Relaxed),
                     flushes: s.flushes.load(Relaxed),
+                    flush_bytes: s.flush_bytes.load(Relaxed),
                     compactions: s.compactions.load(Relaxed),
                     compactions_failed: s.compactions_failed.load(Relaxed),
                     compaction_queued: s.compaction_queued.load(Relaxed) == 1,

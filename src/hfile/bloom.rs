@@ -13,12 +13,18 @@ pub const PROBES: u32 = 7;
 /// Largest filter a reader accepts (bits).
 pub const BLOOM_BITS_MAX: u64 = 1 << 34;
 
-/// A bloom filter.
+/// Bytes before the bit array in the encoded filter.
+const HEADER_LEN: usize = 12;
+
+/// A bloom filter. It is kept in its encoded form (`probes | bits | bit
+/// array`, the array as little-endian u64 words, so bit `b` is bit `b % 8`
+/// of byte `b / 8`): a reader adopts the section it read without copying
+/// it, which halves the peak memory of opening a large file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bloom {
     probes: u32,
     bits: u64,
-    words: Vec<u64>,
+    encoded: Vec<u8>,
 }
 
 fn hash(x: &[u8]) -> (u64, u64) {
@@ -30,24 +36,27 @@ impl Bloom {
     /// A filter sized for `entries` insertions.
     pub fn with_capacity(entries: usize) -> Self {
         let bits = ((entries as u64).max(1) * BITS_PER_ENTRY).div_ceil(64) * 64;
+        let mut encoded = vec![0u8; HEADER_LEN + (bits / 8) as usize];
+        encoded[..4].copy_from_slice(&PROBES.to_le_bytes());
+        encoded[4..HEADER_LEN].copy_from_slice(&bits.to_le_bytes());
         Bloom {
             probes: PROBES,
             bits,
-            words: vec![0; (bits / 64) as usize],
+            encoded,
         }
     }
     fn insert_raw(&mut self, x: &[u8]) {
         let (h1, h2) = hash(x);
         for i in 0..u64::from(self.probes) {
             let b = h1.wrapping_add(i.wrapping_mul(h2)) % self.bits;
-            self.words[(b / 64) as usize] |= 1 << (b % 64);
+            self.encoded[HEADER_LEN + (b / 8) as usize] |= 1 << (b % 8);
         }
     }
     fn contains_raw(&self, x: &[u8]) -> bool {
         let (h1, h2) = hash(x);
         (0..u64::from(self.probes)).all(|i| {
             let b = h1.wrapping_add(i.wrapping_mul(h2)) % self.bits;
-            self.words[(b / 64) as usize] & (1 << (b % 64)) != 0
+            self.encoded[HEADER_LEN + (b / 8) as usize] & (1 << (b % 8)) != 0
         })
     }
     pub fn insert_key(&mut self, k: &RowKey) {
@@ -65,19 +74,25 @@ impl Bloom {
 
     /// `probes u32 | bits u64 | words (bits/64 × u64 LE)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.probes.to_le_bytes());
-        out.extend_from_slice(&self.bits.to_le_bytes());
-        for w in &self.words {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
+        out.extend_from_slice(&self.encoded);
+    }
+
+    /// The encoded filter (what [`Bloom::encode`] writes), by value.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.encoded
     }
 
     pub fn decode(b: &[u8]) -> Result<Self> {
+        Self::decode_owned(b.to_vec())
+    }
+
+    /// Decode, adopting `b` as the filter's storage.
+    pub fn decode_owned(b: Vec<u8>) -> Result<Self> {
         if b.len() < 12 {
             return Err(Error::decode("bloom", "short"));
         }
-        let probes = le_u32(b, 0);
-        let bits = le_u64(b, 4);
+        let probes = le_u32(&b, 0);
+        let bits = le_u64(&b, 4);
         if !(1..=32).contains(&probes)
             || bits == 0
             || !bits.is_multiple_of(64)
@@ -92,11 +107,10 @@ impl Bloom {
         if b.len() != 12 + n * 8 {
             return Err(Error::decode("bloom", "length does not match bit count"));
         }
-        let words = b[12..].chunks_exact(8).map(|c| le_u64(c, 0)).collect();
         Ok(Bloom {
             probes,
             bits,
-            words,
+            encoded: b,
         })
     }
 }

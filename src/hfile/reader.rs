@@ -67,9 +67,9 @@ pub fn parse_sections(
     };
     let index = decode_index(&section(&t.index)?, t.index.offset).map_err(at(&t.index))?;
     let b = section(&t.bloom)?;
-    let bloom = match b.as_slice() {
-        [] => None,
-        bytes => Some(Bloom::decode(bytes).map_err(at(&t.bloom))?),
+    let bloom = match b.is_empty() {
+        true => None,
+        false => Some(Bloom::decode_owned(b).map_err(at(&t.bloom))?),
     };
     let info = FileInfo::decode(&section(&t.info)?).map_err(at(&t.info))?;
     let tombstones = decode_tombstones(&section(&t.tombstones)?).map_err(at(&t.tombstones))?;
