@@ -381,6 +381,10 @@ fn too_many_files_stall_writers_then_refuse_with_busy_until_compacted() {
     let clock = Arc::new(ManualClock::new(T0));
     let opts = Options {
         blocking_file_count: 4,
+        compaction: telestore::compaction::plan::Policy {
+            stuck_files: 4,
+            ..Default::default()
+        },
         write_stall_max_ms: 200,
         ..options(clock)
     };

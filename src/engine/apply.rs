@@ -79,7 +79,9 @@ impl Applier {
         let max = self.shared.opts.frozen_memstores_max.max(1);
         let global = self.shared.opts.memstore_global_bytes / 2;
         loop {
-            let behind = touched.iter().any(|r| r.frozen_count() > max)
+            let behind = touched
+                .iter()
+                .any(|r| !r.is_retired() && r.frozen_count() > max)
                 || self.shared.memstore_usage().frozen > global;
             if !behind || self.shared.check_poisoned().is_err() {
                 break;

@@ -68,9 +68,14 @@ fn ttl_cutoff(shared: &Shared, t: &Table) -> Option<i64> {
     t.schema.options.ttl_ms.map(|ttl| now.saturating_sub(ttl))
 }
 
-/// The task the planner picks for `r` now.
-pub fn plan_for(shared: &Shared, t: &Table, r: &Region, major: bool) -> Option<Task> {
-    let stats: Vec<FileStat> = r.snapshot().files.iter().map(|f| stat_of(f)).collect();
+/// The task the planner picks for `files` (a region's files) now.
+pub fn plan_for(
+    shared: &Shared,
+    t: &Table,
+    files: &[Arc<HFileReader>],
+    major: bool,
+) -> Option<Task> {
+    let stats: Vec<FileStat> = files.iter().map(|f| stat_of(f)).collect();
     plan::plan(
         &stats,
         &shared.opts.compaction,
@@ -87,11 +92,16 @@ pub fn compact_region(
     r: &Arc<Region>,
     major: bool,
 ) -> Result<Option<Outcome>> {
-    let Some(task) = plan_for(shared, t, r, major) else {
+    // One compaction of a region at a time (a worker and `Store::compact`
+    // could otherwise plan on overlapping file sets).
+    let _one = r.compact_lock.lock().unwrap_or_else(|p| p.into_inner());
+    // Plan and run on one snapshot of the files.
+    let files = r.snapshot().files;
+    let Some(task) = plan_for(shared, t, &files, major) else {
         return Ok(None);
     };
     r.stats.compaction_running.store(1, Relaxed);
-    let res = run_task(shared, t, r, task);
+    let res = run_task(shared, t, r, task, files);
     r.stats.compaction_running.store(0, Relaxed);
     match &res {
         Ok(Some(o)) => {
@@ -110,15 +120,19 @@ pub fn compact_region(
     res
 }
 
-fn run_task(shared: &Shared, t: &Table, r: &Arc<Region>, task: Task) -> Result<Option<Outcome>> {
+fn run_task(
+    shared: &Shared,
+    t: &Table,
+    r: &Arc<Region>,
+    task: Task,
+    files: Vec<Arc<HFileReader>>,
+) -> Result<Option<Outcome>> {
     let (kind, ids) = match &task {
         Task::DropExpired(ids) => ("ttl-drop", ids),
         Task::Minor(ids) => ("minor", ids),
         Task::Major(ids) => ("major", ids),
     };
-    let inputs: Vec<Arc<HFileReader>> = r
-        .snapshot()
-        .files
+    let inputs: Vec<Arc<HFileReader>> = files
         .into_iter()
         .filter(|f| ids.contains(&f.file_id()))
         .collect();
@@ -138,7 +152,7 @@ fn run_task(shared: &Shared, t: &Table, r: &Arc<Region>, task: Task) -> Result<O
             file
         }
     };
-    if !commit(shared, t, r, &inputs, output.clone())? {
+    if !commit(shared, t, r, &inputs, output.clone(), kind == "major")? {
         if let Some(f) = output {
             discard(shared, &f);
         }
@@ -216,6 +230,7 @@ fn commit(
     r: &Arc<Region>,
     inputs: &[Arc<HFileReader>],
     output: Option<Arc<HFileReader>>,
+    major: bool,
 ) -> Result<bool> {
     let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
     let current = t.regions().iter().any(|x| Arc::ptr_eq(x, r));
@@ -223,7 +238,14 @@ fn commit(
     let all_there = inputs
         .iter()
         .all(|i| files.iter().any(|f| Arc::ptr_eq(f, i)));
-    if !current || !all_there {
+    // A major compaction dropped markers and tombstones on the premise that
+    // it saw every file: the only others may be newer flushes.
+    let newest_in = inputs.iter().map(|f| f.info().max_seq).max().unwrap_or(0);
+    let only_newer = files
+        .iter()
+        .filter(|f| !inputs.iter().any(|i| Arc::ptr_eq(f, i)))
+        .all(|f| f.info().cells == 0 || f.info().min_seq > newest_in);
+    if !current || !all_there || (major && !only_newer) {
         return Ok(false);
     }
     pause_point("compact-before-record");
@@ -249,6 +271,8 @@ fn commit_locked(
         removed: removed.clone(),
         flushed_seq: None,
     }])?;
+    t.compaction_epoch
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     {
         let mut st = r.write_state();
         st.files.retain(|f| !removed.contains(&f.file_id()));
@@ -355,7 +379,9 @@ pub fn worker(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Job>) {
             let res = std::panic::catch_unwind(run)
                 .unwrap_or_else(|_| Err(Error::invalid("compaction", "panicked (a bug)")));
             match res {
-                Ok(Some(_)) if !job.major => continue,
+                // Minor runs repeat; a major job goes on after dropping
+                // expired files whole.
+                Ok(Some(o)) if !job.major || o.kind == "ttl-drop" => continue,
                 Ok(_) => break,
                 Err(Error::Closed) => return,
                 Err(e) => {
@@ -380,11 +406,15 @@ impl Shared {
         let tx = self.compact_tx.lock().unwrap_or_else(|p| p.into_inner());
         match tx.as_ref() {
             Some(tx) => {
-                let _ = tx.send(Job {
+                let job = Job {
                     table,
                     region: r.id,
                     major,
-                });
+                };
+                // No worker (compaction_threads = 0): nothing is queued.
+                if tx.send(job).is_err() {
+                    r.stats.compaction_queued.store(0, Relaxed);
+                }
             }
             None => r.stats.compaction_queued.store(0, Relaxed),
         }
@@ -406,7 +436,11 @@ impl Shared {
                     self.request_compaction(t.id, r, true);
                     continue;
                 }
-                if matches!(plan_for(self, &t, r, false), Some(Task::DropExpired(_))) {
+                let files = r.snapshot().files;
+                if matches!(
+                    plan_for(self, &t, &files, false),
+                    Some(Task::DropExpired(_))
+                ) {
                     self.request_compaction(t.id, r, false);
                 }
             }

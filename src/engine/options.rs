@@ -123,6 +123,8 @@ impl Default for Options {
 /// 32-bit; 2 GiB plus one maximal batch stays below 4 GiB).
 pub const FLUSH_THRESHOLD_MIN: usize = 4 << 10;
 pub const FLUSH_THRESHOLD_MAX: usize = 2 << 30;
+/// Longest scheduled major compaction period (about ten years).
+pub const MAJOR_PERIOD_MAX_MS: i64 = 10 * 366 * 24 * 3600 * 1000;
 /// Most frozen memstores per table before writers wait.
 pub const FROZEN_MEMSTORES_MAX: usize = 64;
 
@@ -205,8 +207,23 @@ impl Options {
                 ),
             ));
         }
-        if self.major_compaction_period_ms < 0 {
-            return Err(Error::invalid("major_compaction_period_ms", "negative"));
+        if !(0..=MAJOR_PERIOD_MAX_MS).contains(&self.major_compaction_period_ms) {
+            return Err(Error::invalid(
+                "major_compaction_period_ms",
+                format!(
+                    "{} outside 0..={MAJOR_PERIOD_MAX_MS}",
+                    self.major_compaction_period_ms
+                ),
+            ));
+        }
+        if c.stuck_files > self.blocking_file_count {
+            return Err(Error::invalid(
+                "compaction.stuck_files",
+                format!(
+                    "{} above blocking_file_count {}: a stuck region would stall writers with no compaction planned",
+                    c.stuck_files, self.blocking_file_count
+                ),
+            ));
         }
         if self.wal_segments_max < 2 {
             return Err(Error::invalid("wal_segments_max", "must be at least 2"));

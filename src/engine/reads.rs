@@ -51,20 +51,26 @@ impl Store {
         // Everything applied (and so acknowledged) before this point is
         // visible; anything applied later is ignored, even if a memstore
         // chunk copied below already holds it.
-        let read_seq = self.shared.applied_seq.load(Ordering::Acquire);
+        let all = t.regions();
+        // Regions are sorted by start: begin at the one holding `lo`.
+        let first = all.partition_point(|r| r.start <= q.lo).saturating_sub(1);
+        let regions: Vec<Arc<Region>> = all[first..]
+            .iter()
+            .take_while(|r| r.start <= q.hi)
+            .cloned()
+            .collect();
+        // Everything applied (and so acknowledged) before this point is
+        // visible; anything applied later is ignored, even if a memstore
+        // chunk copied below already holds it.
+        let (read_seq, states) = t.read_snapshot(&self.shared.applied_seq, &regions);
         let mut total = ReadStats::default();
         let mut more = true;
-        let regions = t.regions();
-        // Regions are sorted by start: begin at the one holding `lo`.
-        let first = regions
-            .partition_point(|r| r.start <= q.lo)
-            .saturating_sub(1);
-        for r in regions[first..].iter().take_while(|r| r.start <= q.hi) {
+        for (r, st) in regions.iter().zip(states) {
             let Some((lo, hi)) = region::clip(&q.lo, &q.hi, &r.start, r.end.as_ref()) else {
                 continue;
             };
             let sub = Query { lo, hi, ..*q };
-            let st = self.run_region(t, r, &sub, read_seq, |v| {
+            let st = self.run_region(t, r, st, &sub, read_seq, |v| {
                 more = visit(v);
                 more
             })?;
@@ -81,11 +87,11 @@ impl Store {
         &self,
         t: &Table,
         r: &Region,
+        st: TableState,
         q: &Query,
         read_seq: u64,
         visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
-        let st: TableState = r.snapshot();
         let mut stats = ReadStats {
             regions: 1,
             memstores: 1 + st.frozen.len(),
@@ -309,8 +315,10 @@ mod parallel {
         q: &Query,
         mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
-        let read_seq = store.shared.applied_seq.load(Ordering::Acquire);
         let regions = t.regions();
+        // All regions are snapshotted now, not when their sub-scan starts:
+        // the scan is one point in time however slowly it is consumed.
+        let (read_seq, states) = t.read_snapshot(&store.shared.applied_seq, &regions);
         let fw = t.schema.fields_width();
         let (senders, receivers): (Vec<Sender<Msg>>, Vec<Receiver<Msg>>) =
             regions.iter().map(|_| bounded(CHUNKS_AHEAD)).unzip();
@@ -320,11 +328,15 @@ mod parallel {
             for _ in 0..workers {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let (Some(r), Some(tx)) = (regions.get(i), senders.get(i)) else {
+                    let (Some(r), Some(st), Some(tx)) =
+                        (regions.get(i), states.get(i), senders.get(i))
+                    else {
                         break;
                     };
-                    let run =
-                        std::panic::AssertUnwindSafe(|| worker(store, t, r, q, read_seq, fw, tx));
+                    let st = st.clone();
+                    let run = std::panic::AssertUnwindSafe(|| {
+                        worker(store, t, r, st, q, read_seq, fw, tx)
+                    });
                     let alive = std::panic::catch_unwind(run).unwrap_or_else(|_| {
                         let e = Error::invalid("scan", "a scan worker panicked (a bug)");
                         tx.send(Msg::Done(Err(e))).is_ok()
@@ -344,10 +356,12 @@ mod parallel {
     }
 
     /// Scan one region into its channel; false when the caller stopped.
+    #[allow(clippy::too_many_arguments)]
     fn worker(
         store: &Store,
         t: &Table,
         r: &Region,
+        st: TableState,
         q: &Query,
         read_seq: u64,
         fw: usize,
@@ -360,7 +374,7 @@ mod parallel {
         let row = 24 + fw;
         let mut buf = Vec::with_capacity(CHUNK_ROWS * row);
         let mut alive = true;
-        let res = store.run_region(t, r, &sub, read_seq, |v| {
+        let res = store.run_region(t, r, st, &sub, read_seq, |v| {
             buf.extend_from_slice(&v.device.0.to_le_bytes());
             buf.extend_from_slice(&v.ts.to_le_bytes());
             buf.extend_from_slice(&v.seq.to_le_bytes());

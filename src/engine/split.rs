@@ -10,11 +10,11 @@
 //! counted twice. Unflushed edits also stay in the WAL, and replay routes
 //! them by key to whichever regions the manifest lists.
 //!
-//! A merge pauses the table's writes, flushes both regions (so neither
-//! holds unflushed edits), rewrites any file a region shares with a
-//! sibling into one clipped to its own range (so no cell is listed twice
-//! in the merged region), then appends `Merge`: the merged region lists
-//! the union of their files.
+//! A merge first rewrites any file a region shares with a sibling into one
+//! clipped to its own range (so no cell is listed twice in the merged
+//! region), then pauses the table's writes, flushes both regions (so
+//! neither holds unflushed edits) and appends `Merge`: the merged region
+//! lists the union of their files.
 
 use super::flush::flush_region;
 use super::table::{Region, TableState};
@@ -126,6 +126,7 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
     let rr = Region::new(right, at, r.end, part(&at, &right_hi), flushed);
     let mut v: Vec<Arc<Region>> = (**map).clone();
     v.splice(idx..=idx, [Arc::new(l), Arc::new(rr)]);
+    r.retired.store(true, Ordering::Release);
     *map = Arc::new(v);
     drop(map);
     pause_point("split-after-swap");
@@ -136,14 +137,15 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
 }
 
 /// Merge region `left` with the region after it. The caller holds the
-/// table's flush lock. Returns the merged region's id.
+/// table's flush lock (so no flush, split or compaction commit runs).
+/// Returns the merged region's id.
 pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
-    let mut map = t.regions_exclusive();
-    let idx = map
+    let regions = t.regions();
+    let idx = regions
         .iter()
         .position(|r| r.id == left)
         .ok_or_else(|| Error::invalid("region", format!("no region {left}")))?;
-    let (l, r) = match (map.get(idx), map.get(idx + 1)) {
+    let (l, r) = match (regions.get(idx), regions.get(idx + 1)) {
         (Some(l), Some(r)) => (l.clone(), r.clone()),
         _ => {
             return Err(Error::invalid(
@@ -152,13 +154,23 @@ pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
             ))
         }
     };
+    // Files shared with a sibling since a split hold cells outside their
+    // region; the merged region would read those twice where the sibling
+    // had compacted them, so each side first rewrites them clipped to its
+    // range. Writes go on meanwhile (only the flush lock is held).
+    for x in [&l, &r] {
+        super::compact::own_files(shared, t, x)?;
+    }
+    // Pause the table's writes only to flush what arrived since.
+    let mut map = t.regions_exclusive();
+    let adjacent = map.get(idx).is_some_and(|x| Arc::ptr_eq(x, &l))
+        && map.get(idx + 1).is_some_and(|x| Arc::ptr_eq(x, &r));
+    if !adjacent {
+        return Err(Error::invalid("merge", "the region map changed; retry"));
+    }
     for x in [&l, &r] {
         x.freeze();
         flush_region(shared, t, x).map_err(|e| shared.poison(&e))?;
-        // Files shared with a sibling hold cells outside `x`; the merged
-        // region would read those twice where `x`'s sibling had compacted
-        // them, so each side first rewrites them clipped to its range.
-        super::compact::own_files(shared, t, x)?;
     }
     let merged = shared.next_region_id(t.id)?;
     pause_point("merge-before-record");
@@ -183,6 +195,8 @@ pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
     let m = Region::new(merged, l.start, r.end, state, flushed);
     let mut v: Vec<Arc<Region>> = (**map).clone();
     v.splice(idx..=idx + 1, [Arc::new(m)]);
+    l.retired.store(true, Ordering::Release);
+    r.retired.store(true, Ordering::Release);
     *map = Arc::new(v);
     Ok(merged)
 }

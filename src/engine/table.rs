@@ -7,7 +7,7 @@ use crate::memstore::Memstore;
 use crate::region::hotspot::HotState;
 use crate::region::stats::RegionStats;
 use crate::schema::TableSchema;
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What a reader sees of a region at one moment.
@@ -34,6 +34,12 @@ pub struct Region {
     pub hot: Mutex<HotState>,
     /// When the next scheduled major compaction is due (0: not set yet).
     pub next_major_ms: AtomicI64,
+    /// Set (with the region map held exclusively) when a split or merge
+    /// replaced this region: it takes no more freezes, and whoever still
+    /// holds it must not wait for its flushes.
+    pub retired: AtomicBool,
+    /// Held for a whole compaction (plan to commit): one at a time.
+    pub compact_lock: Mutex<()>,
 }
 
 impl Region {
@@ -53,6 +59,8 @@ impl Region {
             stats: RegionStats::default(),
             hot: Mutex::new(HotState::default()),
             next_major_ms: AtomicI64::new(0),
+            retired: AtomicBool::new(false),
+            compact_lock: Mutex::new(()),
         }
     }
 
@@ -88,13 +96,17 @@ impl Region {
     /// to its max seq.
     pub fn freeze(&self) -> bool {
         let mut st = self.write_state();
-        if st.active.is_empty() {
+        if st.active.is_empty() || self.is_retired() {
             return false;
         }
         let fresh = Arc::new(Memstore::new(st.active.fields_width()));
         let old = std::mem::replace(&mut st.active, fresh);
         st.frozen.push(old);
         true
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
     }
 
     pub fn file_count(&self) -> usize {
@@ -131,6 +143,9 @@ impl Region {
             .map(|m| m.min_seq().saturating_sub(1))
             .min()
             .unwrap_or(applied)
+            // A cell being inserted may be visible before its seq is
+            // counted: never claim more than what was applied.
+            .min(applied)
     }
 
     /// Stored bytes of the region's data: HFile blocks whose first key is
@@ -157,6 +172,9 @@ pub struct Table {
     regions: RwLock<RegionList>,
     /// Held while flushing, splitting or merging: one at a time per table.
     pub flush_lock: Mutex<()>,
+    /// Bumped before a compaction swaps files: a read retries its
+    /// snapshot when it changed meanwhile (see `Table::read_snapshot`).
+    pub compaction_epoch: AtomicU64,
 }
 
 impl Table {
@@ -166,6 +184,7 @@ impl Table {
             schema,
             regions: RwLock::new(Arc::new(regions)),
             flush_lock: Mutex::new(()),
+            compaction_epoch: AtomicU64::new(0),
         }
     }
 
@@ -207,6 +226,27 @@ impl Table {
             .map(|r| r.durable_seq(applied))
             .min()
             .unwrap_or(applied)
+    }
+
+    /// A point-in-time view for a read: the read sequence number and the
+    /// state of each region in `regions`, taken together. A compaction
+    /// may drop versions that only cells newer than a read hide; it bumps
+    /// the epoch before swapping, so a snapshot that straddles a swap is
+    /// taken again, and any compaction swapped in before it only used
+    /// cells the read can see.
+    pub fn read_snapshot(
+        &self,
+        applied: &AtomicU64,
+        regions: &[Arc<Region>],
+    ) -> (u64, Vec<TableState>) {
+        loop {
+            let e1 = self.compaction_epoch.load(Ordering::SeqCst);
+            let read_seq = applied.load(Ordering::Acquire);
+            let states = regions.iter().map(|r| r.snapshot()).collect();
+            if self.compaction_epoch.load(Ordering::SeqCst) == e1 {
+                return (read_seq, states);
+            }
+        }
     }
 
     pub fn region_by_id(&self, id: u32) -> Option<Arc<Region>> {

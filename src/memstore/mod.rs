@@ -235,10 +235,12 @@ impl Memstore {
 
     /// Insert a range tombstone.
     pub fn insert_range_delete(&self, rt: RangeTombstone) {
-        self.write().range_dels.push(rt);
-        self.bytes.fetch_add(64, Ordering::Relaxed);
+        // Sequence bounds first: the tombstone must never be visible with
+        // `min_seq` still unset (WAL retirement reads it).
         self.min_seq.fetch_min(rt.seq, Ordering::Relaxed);
         self.max_seq.fetch_max(rt.seq, Ordering::Relaxed);
+        self.write().range_dels.push(rt);
+        self.bytes.fetch_add(64, Ordering::Relaxed);
     }
 
     /// Range tombstones held.
