@@ -71,6 +71,13 @@ pub fn manifest_log(data: &[u8]) {
     let _ = manifest::fuzz_apply_manifest(data);
 }
 
+/// A client's byte stream to the ingest server (a handshake, then data
+/// frames for a 24-byte row) and a server response.
+pub fn ingest_stream(data: &[u8]) {
+    let _ = crate::ingest::proto::fuzz_ingest_stream(data);
+    let _ = crate::ingest::proto::Response::decode(data);
+}
+
 /// A named fuzz entry point (for the smoke tests and `fuzz/`).
 pub type Target = (&'static str, fn(&[u8]));
 
@@ -84,4 +91,5 @@ pub const TARGETS: &[Target] = &[
     ("hfile_trailer", hfile_trailer),
     ("hfile_file", hfile_file),
     ("manifest_log", manifest_log),
+    ("ingest_stream", ingest_stream),
 ];

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod fuzzing;
 pub mod hfile;
+pub mod ingest;
 pub mod io;
 pub mod key;
 pub mod manifest;

@@ -448,7 +448,47 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     m.insert("hfile_trailer", trailers);
     m.insert("hfile_file", files);
     m.insert("manifest_log", vec![manifest()]);
+    m.insert("ingest_stream", ingest_streams());
     m
+}
+
+/// A handshake and two frames of 24-byte rows; a response of each kind.
+fn ingest_streams() -> Vec<Vec<u8>> {
+    use telestore::ingest::proto::{ErrorCode, FrameHeader, Handshake, Response, WireError};
+    let mut s = Handshake {
+        version: 1,
+        durability: telestore::Durability::Sync,
+        table: "readings".into(),
+        token: String::new(),
+    }
+    .encode();
+    for b in 0..2u64 {
+        let mut rows = Vec::new();
+        for i in 0..3i64 {
+            telestore::schema::batch::push_row(
+                &mut rows,
+                b,
+                testkit::FLEET_T0_MS + i,
+                &7u64.to_le_bytes(),
+            );
+        }
+        s.extend_from_slice(&FrameHeader::for_payload(b, 3, &rows).encode());
+        s.extend_from_slice(&rows);
+    }
+    assert_eq!(telestore::ingest::proto::fuzz_ingest_stream(&s), 2);
+    let mut out = vec![s];
+    for r in [
+        Response::Ack {
+            batch_id: 1,
+            durability: telestore::Durability::Async,
+            first_seq: 5,
+            rows: 3,
+        },
+        Response::Error(WireError::frame(ErrorCode::Busy, "retry").batch(2)),
+    ] {
+        out.push(r.encode());
+    }
+    out
 }
 
 /// With `FUZZ_CORPUS_DIR` set, write the valid inputs as a seed corpus

@@ -6,6 +6,7 @@ mod compaction_sim;
 mod crash;
 mod keydesign;
 mod regions;
+mod serve;
 mod sustained;
 mod table;
 
@@ -43,6 +44,9 @@ pub enum Cmd {
     /// them. Load rates are those of the process holding the store open —
     /// for this command, its own (idle) session.
     Regions(regions::RegionsCmd),
+    /// Run the ingest daemon (binary TCP protocol on 127.0.0.1:7070) until
+    /// SIGINT/SIGTERM.
+    Serve(serve::ServeArgs),
     /// Compact a table's regions now (minor by default, --major for all).
     Compact(compact::CompactArgs),
     /// Test helpers (used by the crash tests).
@@ -67,6 +71,7 @@ pub fn run() -> i32 {
         Cmd::Table(t) => table::run(t),
         Cmd::Regions(r) => regions::run(r),
         Cmd::Compact(c) => compact::run(c),
+        Cmd::Serve(s) => serve::run(s),
         Cmd::Debug(d) => crash::run(d),
     };
     match res {

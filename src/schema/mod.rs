@@ -67,7 +67,11 @@ impl FieldType {
             }
         })
     }
-    fn from_code(c: u8) -> Result<Self> {
+    /// The type's code in schemas and the ingest protocol.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+    pub(crate) fn from_code(c: u8) -> Result<Self> {
         Ok(match c {
             1 => FieldType::F64,
             2 => FieldType::F32,
