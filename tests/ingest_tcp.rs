@@ -285,3 +285,52 @@ fn sigkill_of_the_daemon_under_load_loses_no_acked_batch() {
     }
     eprintln!("{} acknowledged batches survived 3 kills", acked.len());
 }
+
+#[test]
+fn the_load_generator_fills_a_readings_table_through_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
+    store
+        .create_table(telestore::testkit::readings_schema("readings"))
+        .unwrap();
+    let run = start(
+        store.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig::default(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args([
+            "load",
+            "--trucks",
+            "50",
+            "--duration",
+            "10m",
+            "--batch",
+            "100",
+            "--connections",
+            "2",
+        ])
+        .args(["--out-of-order", "0.1", "--addr", &run.addr.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sent:    3000 rows"), "{text}");
+    assert!(text.contains("ack latency: p50"), "{text}");
+    let mut n = 0;
+    store
+        .scan_all("readings", i64::MIN, i64::MAX, |_| {
+            n += 1;
+            true
+        })
+        .unwrap();
+    // Late readings may land on an earlier reading's timestamp (an
+    // overwrite), so at most 3,000 distinct rows, and most of them.
+    assert!((2500..=3000).contains(&n), "{n} rows stored");
+    run.stop();
+}

@@ -5,6 +5,7 @@ mod compact;
 mod compaction_sim;
 mod crash;
 mod keydesign;
+mod load;
 mod regions;
 mod serve;
 mod sustained;
@@ -47,6 +48,9 @@ pub enum Cmd {
     /// Run the ingest daemon (binary TCP protocol on 127.0.0.1:7070) until
     /// SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
+    /// Drive a running daemon with a generated truck fleet (binary
+    /// protocol); prints rows/s and ack latency percentiles.
+    Load(load::LoadArgs),
     /// Compact a table's regions now (minor by default, --major for all).
     Compact(compact::CompactArgs),
     /// Test helpers (used by the crash tests).
@@ -72,6 +76,7 @@ pub fn run() -> i32 {
         Cmd::Regions(r) => regions::run(r),
         Cmd::Compact(c) => compact::run(c),
         Cmd::Serve(s) => serve::run(s),
+        Cmd::Load(l) => load::run(l),
         Cmd::Debug(d) => crash::run(d),
     };
     match res {
