@@ -17,6 +17,9 @@ pub struct ServeArgs {
     /// --token when you do.
     #[arg(long, default_value = "127.0.0.1:7070", env = "TELESTORE_LISTEN")]
     listen: SocketAddr,
+    /// Address of the HTTP endpoints (/health, /metrics, /api/v1/tables).
+    #[arg(long, default_value = "127.0.0.1:7071", env = "TELESTORE_HTTP_LISTEN")]
+    http_listen: SocketAddr,
     /// Token every client must present in its handshake (default: none
     /// required).
     #[arg(long, env = "TELESTORE_TOKEN")]
@@ -35,6 +38,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let cfg = ServerConfig {
         token: a.token.clone(),
         max_inflight_bytes: a.max_inflight_mib << 20,
+        http_listen: Some(a.http_listen),
         ..ServerConfig::default()
     };
     let server = start(store.clone(), a.listen, cfg)
@@ -45,6 +49,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         a.dir.dir.display(),
         store.table_names().join(", ")
     );
+    if let Some(h) = server.http_addr {
+        tracing::info!("http (/health, /metrics, /api/v1/tables) listening on {h}");
+    }
     wait_for_signal()?;
     tracing::info!("shutting down: finishing in-flight batches");
     server.stop();

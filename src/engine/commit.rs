@@ -172,7 +172,10 @@ impl Committer {
     fn sync_wal(&mut self) -> Result<()> {
         self.unsynced_since = None;
         self.shared.check_poisoned()?;
+        let t0 = Instant::now();
         let r = self.shared.wal().sync();
+        let m = &self.shared.metrics.wal_sync_seconds;
+        m.observe(t0.elapsed().as_secs_f64());
         r.map_err(|e| self.shared.poison(&e))
     }
 
@@ -254,7 +257,12 @@ impl Committer {
             // One backend request writes the group and, when any writer
             // asked for `sync`, fdatasyncs it (covering earlier async
             // writes too).
+            let t0 = Instant::now();
             let res = self.shared.wal().write(buf, &tables, need_sync);
+            if need_sync {
+                let m = &self.shared.metrics.wal_sync_seconds;
+                m.observe(t0.elapsed().as_secs_f64());
+            }
             match res {
                 Ok(b) => self.buf = b,
                 Err(e) => return Err(self.shared.poison(&e)),

@@ -101,7 +101,10 @@ pub fn compact_region(
         return Ok(None);
     };
     r.stats.compaction_running.store(1, Relaxed);
+    let t0 = std::time::Instant::now();
     let res = run_task(shared, t, r, task, files);
+    let m = &shared.metrics.compaction_seconds;
+    m.observe(t0.elapsed().as_secs_f64());
     r.stats.compaction_running.store(0, Relaxed);
     match &res {
         Ok(Some(o)) => {

@@ -72,11 +72,14 @@ pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
         let Some(mem) = r.snapshot().frozen.first().cloned() else {
             break;
         };
+        let t0 = std::time::Instant::now();
         let reader = if mem.cell_count() > 0 || !mem.range_tombstones().is_empty() {
             Some(write_file(shared, t, &mem)?)
         } else {
             None
         };
+        let m = &shared.metrics.flush_seconds;
+        m.observe(t0.elapsed().as_secs_f64());
         let added = reader.iter().map(|f| meta_of(f)).collect();
         let bytes = reader.as_ref().map_or(0, |f| f.len_bytes());
         shared.manifest().append(&[Record::Files {

@@ -66,6 +66,7 @@ pub struct Shared {
     /// Writes that had to wait (write stall), and writes refused `Busy`.
     pub(crate) stalls: AtomicU64,
     pub(crate) busy: AtomicU64,
+    pub(crate) metrics: EngineMetrics,
     _lock: std::fs::File,
 }
 
@@ -192,6 +193,27 @@ impl Shared {
     }
 }
 
+/// Latency histograms the engine records (for the daemon's `/metrics`).
+#[derive(Clone)]
+pub struct EngineMetrics {
+    /// WAL writes that fdatasync (group commits with a `sync` writer, and
+    /// the `async` timer), in seconds.
+    pub wal_sync_seconds: prometheus_client::metrics::histogram::Histogram,
+    pub flush_seconds: prometheus_client::metrics::histogram::Histogram,
+    pub compaction_seconds: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for EngineMetrics {
+    fn default() -> Self {
+        use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+        EngineMetrics {
+            wal_sync_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            flush_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            compaction_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
+        }
+    }
+}
+
 /// Memstore memory across the store.
 #[derive(Default)]
 pub(crate) struct MemUsage {
@@ -243,6 +265,17 @@ impl Store {
 
     pub fn dir(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// `Ok` while the write path works; the error that stopped it
+    /// otherwise.
+    pub fn health(&self) -> Result<()> {
+        self.shared.check_poisoned()
+    }
+
+    /// The engine's latency histograms.
+    pub fn metrics(&self) -> EngineMetrics {
+        self.shared.metrics.clone()
     }
 
     /// The I/O backend in use.

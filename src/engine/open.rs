@@ -130,6 +130,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         graveyard: Mutex::new(Vec::new()),
         stalls: AtomicU64::new(0),
         busy: AtomicU64::new(0),
+        metrics: super::EngineMetrics::default(),
         _lock: lock,
     });
     // Memstores frozen during replay are flushed now (no writer can run

@@ -1,7 +1,9 @@
 //! Ingest over the network: the binary protocol (`proto`, spec
-//! `formats/ingest.md`), the TCP server (`server`) and a small blocking
-//! client (`client`).
+//! `formats/ingest.md`), the TCP server (`server`), the HTTP endpoints
+//! (`http`: health, metrics, tables) and a small blocking client
+//! (`client`).
 
 pub mod client;
+pub mod http;
 pub mod proto;
 pub mod server;

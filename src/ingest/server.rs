@@ -31,6 +31,8 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// How long a shutdown waits for connections to send their last acks.
     pub shutdown_grace: Duration,
+    /// Where the HTTP endpoints listen (`None`: no HTTP).
+    pub http_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -40,6 +42,7 @@ impl Default for ServerConfig {
             max_inflight_bytes: 32 << 20,
             handshake_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
+            http_listen: None,
         }
     }
 }
@@ -348,6 +351,8 @@ fn store_error(e: Error) -> WireError {
 /// A server running on its own runtime thread.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The HTTP endpoints' address, when they listen.
+    pub http_addr: Option<SocketAddr>,
     pub stats: Arc<ServerStats>,
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -388,6 +393,30 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
         .map_err(|e| Error::io("<listener>", e))?;
     let stats = Arc::new(ServerStats::default());
     let (stop, rx) = watch::channel(false);
+    let http_addr = match cfg.http_listen {
+        Some(a) => {
+            let l = rt
+                .block_on(TcpListener::bind(a))
+                .map_err(|e| Error::io(format!("<listen {a}>"), e))?;
+            let bound = l.local_addr().map_err(|e| Error::io("<listener>", e))?;
+            let state = super::http::HttpState {
+                store: store.clone(),
+                stats: stats.clone(),
+            };
+            let mut stop_http = rx.clone();
+            let app = super::http::router(state);
+            rt.spawn(async move {
+                let done = async move {
+                    let _ = stop_http.changed().await;
+                };
+                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(done).await {
+                    tracing::error!("http server failed: {e}");
+                }
+            });
+            Some(bound)
+        }
+        None => None,
+    };
     let st = stats.clone();
     let thread = std::thread::Builder::new()
         .name("telestore-ingest".into())
@@ -395,6 +424,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
         .map_err(|e| Error::io("<ingest thread>", e))?;
     Ok(Running {
         addr,
+        http_addr,
         stats,
         stop,
         thread: Some(thread),

@@ -25,6 +25,15 @@ impl Compression {
         }
     }
 
+    /// The form [`Compression::parse`] reads.
+    pub fn name(self) -> String {
+        match self {
+            Compression::None => "none".into(),
+            Compression::Snappy => "snappy".into(),
+            Compression::Zstd(l) => format!("zstd:{l}"),
+        }
+    }
+
     /// Parse `none`, `snappy`, `zstd` or `zstd:LEVEL`.
     pub fn parse(s: &str) -> Result<Self> {
         match s {

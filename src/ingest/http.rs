@@ -1,0 +1,358 @@
+//! The daemon's HTTP side: `GET /health`, `GET /metrics` (Prometheus /
+//! OpenMetrics text), `GET /api/v1/tables` and `POST /api/v1/tables`.
+
+use super::proto::ErrorCode;
+use super::server::ServerStats;
+use crate::error::Error;
+use crate::schema::{parse_duration_ms, Compression, Field, FieldType, TableOptions, TableSchema};
+use crate::Store;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct HttpState {
+    pub store: Arc<Store>,
+    pub stats: Arc<ServerStats>,
+}
+
+/// The HTTP routes.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/tables", get(list_tables).post(create_table))
+        .with_state(state)
+}
+
+fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "code": status.as_u16(), "message": message.into() });
+    (status, Json(body)).into_response()
+}
+
+async fn health(State(s): State<HttpState>) -> Response {
+    match s.store.health() {
+        Ok(()) => Json(serde_json::json!({ "status": "ok", "tables": s.store.table_names() }))
+            .into_response(),
+        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+/// A table as the API shows it.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct TableSpec {
+    pub name: String,
+    pub fields: Vec<FieldSpec>,
+    /// Retention, e.g. "30d" (absent: keep forever).
+    #[serde(default)]
+    pub ttl: Option<String>,
+    #[serde(default)]
+    pub regions: Option<u32>,
+    /// none, snappy, zstd or zstd:LEVEL.
+    #[serde(default)]
+    pub compression: Option<String>,
+    #[serde(default)]
+    pub max_versions: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct FieldSpec {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+fn spec_of(t: &TableSchema) -> TableSpec {
+    let o = &t.options;
+    TableSpec {
+        name: t.name.clone(),
+        fields: t
+            .fields
+            .iter()
+            .map(|f| FieldSpec {
+                name: f.name.clone(),
+                ty: f.ty.name().into(),
+            })
+            .collect(),
+        ttl: o.ttl_ms.map(|ms| format!("{}s", ms / 1000)),
+        regions: Some(o.regions),
+        compression: Some(o.compression.name()),
+        max_versions: Some(o.max_versions),
+    }
+}
+
+async fn list_tables(State(s): State<HttpState>) -> Response {
+    let specs: Vec<TableSpec> = s
+        .store
+        .table_names()
+        .iter()
+        .filter_map(|n| s.store.schema(n).ok())
+        .map(|t| spec_of(&t))
+        .collect();
+    Json(specs).into_response()
+}
+
+fn schema_of(spec: &TableSpec) -> crate::Result<TableSchema> {
+    let fields = spec
+        .fields
+        .iter()
+        .map(|f| Ok(Field::new(&f.name, FieldType::parse(&f.ty)?)))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let d = TableOptions::default();
+    let options = TableOptions {
+        ttl_ms: spec.ttl.as_deref().map(parse_duration_ms).transpose()?,
+        regions: spec.regions.unwrap_or(d.regions),
+        compression: match &spec.compression {
+            Some(c) => Compression::parse(c)?,
+            None => d.compression,
+        },
+        max_versions: spec.max_versions.unwrap_or(d.max_versions),
+        ..d
+    };
+    TableSchema::new(&spec.name, fields, options)
+}
+
+async fn create_table(State(s): State<HttpState>, body: axum::body::Bytes) -> Response {
+    let spec: TableSpec = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("table spec: {e}")),
+    };
+    let schema = match schema_of(&spec) {
+        Ok(v) => v,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let existed = s.store.schema(&schema.name).is_ok();
+    let store = s.store.clone();
+    let done = tokio::task::spawn_blocking(move || store.create_table(schema)).await;
+    match done {
+        Ok(Ok(id)) => {
+            let status = if existed {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            (
+                status,
+                Json(serde_json::json!({ "id": id, "name": spec.name })),
+            )
+                .into_response()
+        }
+        Ok(Err(e @ Error::SchemaConflict { .. })) => {
+            json_error(StatusCode::CONFLICT, e.to_string())
+        }
+        Ok(Err(e @ Error::InvalidInput { .. })) => {
+            json_error(StatusCode::BAD_REQUEST, e.to_string())
+        }
+        Ok(Err(e)) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+type Labels = Vec<(String, String)>;
+
+fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(v);
+    r.register(name, help, c);
+}
+
+fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
+    let g: Gauge<f64, AtomicU64> = Gauge::default();
+    g.set(v);
+    r.register(name, help, g);
+}
+
+/// The metrics text: built from the store's and the server's counters at
+/// each scrape.
+pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
+    let mut r = Registry::with_prefix("telestore");
+    let st = store.stats();
+    counter(
+        &mut r,
+        "ingest_rows",
+        "Rows acknowledged through the binary protocol",
+        stats.rows.load(Relaxed),
+    );
+    counter(
+        &mut r,
+        "ingest_bytes",
+        "Payload bytes accepted through the binary protocol",
+        stats.bytes.load(Relaxed),
+    );
+    counter(
+        &mut r,
+        "ingest_batches",
+        "Frames acknowledged",
+        stats.frames.load(Relaxed),
+    );
+    gauge(
+        &mut r,
+        "connections_open",
+        "Open ingest connections",
+        stats.connections_open.load(Relaxed) as f64,
+    );
+    counter(
+        &mut r,
+        "connections",
+        "Ingest connections accepted",
+        stats.connections_total.load(Relaxed),
+    );
+    let rejected = Family::<Labels, Counter>::default();
+    for c in 1..=12u16 {
+        if let Some(code) = ErrorCode::from_u16(c) {
+            rejected
+                .get_or_create(&vec![("reason".into(), code.name().into())])
+                .inc_by(stats.rejected_of(code));
+        }
+    }
+    r.register(
+        "rejected_frames",
+        "Rejected handshakes and frames by reason",
+        rejected,
+    );
+    gauge(
+        &mut r,
+        "memstore_bytes",
+        "Bytes in memstores",
+        st.memstore_bytes as f64,
+    );
+    gauge(&mut r, "hfiles", "Live HFiles", st.hfiles as f64);
+    gauge(
+        &mut r,
+        "hfile_bytes",
+        "Bytes in live HFiles",
+        st.hfile_bytes as f64,
+    );
+    gauge(
+        &mut r,
+        "wal_segments",
+        "Live WAL segments",
+        st.wal_segments as f64,
+    );
+    counter(
+        &mut r,
+        "write_stalls",
+        "Writes that waited in a write stall",
+        st.stalled_writes,
+    );
+    counter(
+        &mut r,
+        "write_busy",
+        "Writes refused with Busy",
+        st.busy_writes,
+    );
+    counter(
+        &mut r,
+        "block_cache_hits",
+        "Block cache hits",
+        st.cache.hits,
+    );
+    counter(
+        &mut r,
+        "block_cache_misses",
+        "Block cache misses",
+        st.cache.misses,
+    );
+    let lookups = st.cache.hits + st.cache.misses;
+    let ratio = if lookups > 0 {
+        st.cache.hits as f64 / lookups as f64
+    } else {
+        0.0
+    };
+    gauge(
+        &mut r,
+        "block_cache_hit_ratio",
+        "Block cache hits / lookups since open",
+        ratio,
+    );
+    let m = store.metrics();
+    r.register(
+        "wal_sync_seconds",
+        "WAL write + fdatasync latency",
+        m.wal_sync_seconds,
+    );
+    r.register("flush_seconds", "Memstore flush duration", m.flush_seconds);
+    r.register(
+        "compaction_seconds",
+        "Compaction duration",
+        m.compaction_seconds,
+    );
+    let families: [(&str, &str); 8] = [
+        (
+            "region_write_rows_per_second",
+            "Rows written per second over the hotspot window",
+        ),
+        (
+            "region_read_rows_per_second",
+            "Rows read per second over the hotspot window",
+        ),
+        (
+            "region_hot",
+            "1 while the hotspot detector flags the region",
+        ),
+        ("region_hfiles", "HFiles of the region"),
+        ("region_bytes", "Stored bytes of the region's data"),
+        ("region_flushes", "Flushes of the region since open"),
+        ("region_compactions", "Compactions of the region since open"),
+        (
+            "region_write_amplification",
+            "(flushed + compacted bytes) / flushed bytes",
+        ),
+    ];
+    let fams: Vec<Family<Labels, Gauge<f64, AtomicU64>>> =
+        families.iter().map(|_| Family::default()).collect();
+    for t in store.table_names() {
+        for ri in store.regions(&t).unwrap_or_default() {
+            let l: Labels = vec![
+                ("table".into(), t.clone()),
+                ("region".into(), ri.id.to_string()),
+            ];
+            let vals = [
+                ri.write_rate,
+                ri.read_rate,
+                f64::from(u8::from(ri.hot)),
+                ri.files as f64,
+                ri.size_bytes as f64,
+                ri.flushes as f64,
+                ri.compactions as f64,
+                ri.write_amplification,
+            ];
+            for (f, v) in fams.iter().zip(vals) {
+                f.get_or_create(&l).set(v);
+            }
+        }
+    }
+    for ((name, help), f) in families.iter().zip(fams) {
+        r.register(*name, *help, f);
+    }
+    let mut out = String::new();
+    if encode(&mut out, &r).is_err() {
+        out.clear();
+    }
+    out
+}
+
+async fn metrics(State(s): State<HttpState>) -> Response {
+    let text = tokio::task::spawn_blocking(move || render_metrics(&s.store, &s.stats))
+        .await
+        .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
