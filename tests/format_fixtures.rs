@@ -23,7 +23,7 @@ use telestore::hfile::{HFileReader, HFileWriter, WriterOptions};
 use telestore::io::{IoChoice, StdBackend};
 use telestore::key::{self, DeviceId};
 use telestore::manifest::record::{decode_framed, fuzz_decode_manifest, Framed};
-use telestore::manifest::{FileMeta, Manifest, Record, RegionDef};
+use telestore::manifest::{DeviceEntry, FileMeta, Manifest, Record, RegionDef};
 use telestore::region::{pre_split_starts, route};
 use telestore::schema::batch::push_row;
 use telestore::wal::frame::{self, Decoded, Entry, EntryKind};
@@ -52,6 +52,16 @@ const ROW_WIDTH: usize = 16 + FIELDS_WIDTH;
 const FIXTURE_BLOCK_BYTES: usize = 2 * CELL_WIDTH;
 const RANGE_FROM: i64 = T0_MS - 10_000;
 const RANGE_TO: i64 = T0_MS - 1;
+
+/// The device the fixture manifest registers: the first id the engine's
+/// device registry hands out (2^40), its name and its one tag.
+const REG_ID: u64 = 1 << 40;
+const REG_NAME: &str = "truck-42";
+const REG_TAG: (&str, &str) = ("fleet", "east");
+/// Offset of the fixture manifest's last record (the Device record) and the
+/// fixture manifest's length.
+const DEVICE_AT: usize = 242;
+const MANIFEST_LEN: usize = 288;
 
 const SEGMENT_NAME: &str = "0000000000000001.wal";
 const HFILE_NAME: &str = "0000000000000001.hfile";
@@ -279,11 +289,13 @@ fn generate_hfile(path: &Path) -> u64 {
     len
 }
 
-/// What a new store and one flush write: `Manifest::open` on an empty
-/// directory writes the initial snapshot (header + `FileIdFloor { 0 }`), then
-/// the `CreateTable` (with the pre-split region map, as `Store::create_table`
-/// writes it) and the `Files` record of the flush of the region holding the
-/// fixture device are appended.
+/// What a new store, one flush and one device registration write:
+/// `Manifest::open` on an empty directory writes the initial snapshot
+/// (header + `FileIdFloor { 0 }`), then the `CreateTable` (with the
+/// pre-split region map, as `Store::create_table` writes it), the `Files`
+/// record of the flush of the region holding the fixture device and the
+/// `Device` record of a registration (as `Store::register_devices` writes
+/// it for a first device) are appended.
 fn generate_manifest(hfile_len: u64) -> Vec<u8> {
     let tmp = tempfile::tempdir().unwrap();
     let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
@@ -302,8 +314,17 @@ fn generate_manifest(hfile_len: u64) -> Vec<u8> {
         flushed_seq: Some(4),
     }])
     .unwrap();
+    m.append(&[fixture_device()]).unwrap();
     drop(m);
     read(&tmp.path().join("MANIFEST"))
+}
+
+fn fixture_device() -> Record {
+    Record::Device {
+        id: REG_ID,
+        name: REG_NAME.into(),
+        tags: vec![(REG_TAG.0.into(), REG_TAG.1.into())],
+    }
 }
 
 fn file_meta(len_bytes: u64) -> FileMeta {
@@ -1218,15 +1239,36 @@ fn flushed_payload(region: u32, flushed_seq: u64) -> Vec<u8> {
     p
 }
 
+/// A *str* as manifest.md defines it: `len u16 | UTF-8 bytes`.
+fn push_str(p: &mut Vec<u8>, s: &str) {
+    p.extend_from_slice(&(s.len() as u16).to_le_bytes());
+    p.extend_from_slice(s.as_bytes());
+}
+
+/// Payload of a `Device` record, by hand (manifest.md, tag 6).
+fn device_payload(id: u64, name: &str, tags: &[(&str, &str)]) -> Vec<u8> {
+    let mut p = vec![6];
+    p.extend_from_slice(&id.to_le_bytes());
+    push_str(&mut p, name);
+    p.extend_from_slice(&(tags.len() as u16).to_le_bytes());
+    for (k, v) in tags {
+        push_str(&mut p, k);
+        push_str(&mut p, v);
+    }
+    let texts: usize = tags.iter().map(|(k, v)| 4 + k.len() + v.len()).sum();
+    assert_eq!(p.len(), 13 + name.len() + texts);
+    p
+}
+
 #[test]
 fn manifest_follows_the_spec() {
     let b = read(&manifest_path());
-    assert_eq!(b.len(), 242);
+    assert_eq!(b.len(), MANIFEST_LEN);
     assert_eq!(&b[0..4], b"TSMF");
-    assert_eq!(u32_at(&b, 4), 2, "manifest version");
+    assert_eq!(u32_at(&b, 4), 3, "manifest version");
     assert_eq!(u32_at(&b, 8), crc32c::crc32c(&b[0..8]));
     let recs = hand_records(&b);
-    assert_eq!(recs.len(), 3);
+    assert_eq!(recs.len(), 4);
     let mut again = b[..12].to_vec();
     for (_, p) in &recs {
         again.extend(hand_record(p));
@@ -1283,12 +1325,28 @@ fn manifest_follows_the_spec() {
     assert_eq!((u64_at(f, 24), u64_at(f, 32)), (1, 4));
     assert_eq!((i64_at(f, 40), i64_at(f, 48)), (T0_MS, T0_MS + 1_000));
     assert_eq!(u32_at(p, 78), 0, "no removed files");
+
+    // Device: the first id the registry hands out (2^40), name, one tag.
+    let (pos, p) = &recs[3];
+    assert_eq!((*pos, p.len()), (DEVICE_AT, 34));
+    assert_eq!(DEVICE_AT + RECORD_HEADER + 34, MANIFEST_LEN);
+    assert_eq!(p[0], 6, "tag 6 (Device)");
+    assert_eq!(&p[1..9], &[0, 0, 0, 0, 0, 1, 0, 0], "id = 2^40, LE");
+    assert_eq!(u64_at(p, 1), REG_ID);
+    assert_eq!(u16_at(p, 9), 8, "name len");
+    assert_eq!(&p[11..19], b"truck-42");
+    assert_eq!(u16_at(p, 19), 1, "tag count");
+    assert_eq!(u16_at(p, 21), 5, "tag 0 key len");
+    assert_eq!(&p[23..28], b"fleet");
+    assert_eq!(u16_at(p, 28), 4, "tag 0 value len");
+    assert_eq!(&p[30..34], b"east");
+    assert_eq!(*p, device_payload(REG_ID, REG_NAME, &[REG_TAG]));
 }
 
 #[test]
 fn manifest_is_accepted_by_the_crate() {
     let b = read(&manifest_path());
-    assert_eq!(fuzz_decode_manifest(&b).unwrap(), 3);
+    assert_eq!(fuzz_decode_manifest(&b).unwrap(), 4);
     for (pos, p) in hand_records(&b) {
         match decode_framed(&b[pos..]) {
             Framed::Record(_, used) => assert_eq!(used, RECORD_HEADER + p.len()),
@@ -1314,6 +1372,13 @@ fn manifest_is_accepted_by_the_crate() {
         }
         other => panic!("CreateTable at 33: {other:?}"),
     }
+    match decode_framed(&b[DEVICE_AT..]) {
+        Framed::Record(r, 46) => assert_eq!(r, fixture_device()),
+        other => panic!("Device at {DEVICE_AT}: {other:?}"),
+    }
+    let mut enc = Vec::new();
+    fixture_device().encode(&mut enc);
+    assert_eq!(enc, b[DEVICE_AT..], "Device encoding");
     assert_eq!(fixture_region(), 1);
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("MANIFEST"), &b).unwrap();
@@ -1334,6 +1399,16 @@ fn manifest_is_accepted_by_the_crate() {
         [file_meta(len)]
     );
     assert_eq!(m.state().max_file_id, FILE_ID);
+    let want = DeviceEntry {
+        name: REG_NAME.into(),
+        tags: vec![(REG_TAG.0.into(), REG_TAG.1.into())],
+    };
+    assert_eq!(devices(m.state()), [(REG_ID, want)]);
+}
+
+/// The device registry of a manifest state, by id.
+fn devices(s: &telestore::manifest::State) -> Vec<(u64, DeviceEntry)> {
+    s.devices.iter().map(|(id, d)| (*id, d.clone())).collect()
 }
 
 #[test]
@@ -1418,32 +1493,42 @@ fn assert_manifest_checksum_at(r: telestore::Result<telestore::manifest::State>,
 #[test]
 fn manifest_torn_append_is_dropped() {
     // Cut anywhere: the incomplete record is dropped and the file truncated.
-    for cut in 12..=242 {
+    for cut in 12..=MANIFEST_LEN {
         let (r, len) = open_manifest_changed(|b| b.truncate(cut));
         let s = r.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
         let want = match cut {
-            0..=32 => ((0, 0, 0, 0), 12),
-            33..=147 => ((0, 0, 0, 0), 33),
-            148..=241 => ((1, 0, 0, 0), 148),
-            _ => ((1, 1, 4, 1), 242),
+            0..=32 => ((0, 0, 0, 0), 0, 12),
+            33..=147 => ((0, 0, 0, 0), 0, 33),
+            148..=241 => ((1, 0, 0, 0), 0, 148),
+            242..=287 => ((1, 1, 4, 1), 0, 242),
+            _ => ((1, 1, 4, 1), 1, 288),
         };
-        assert_eq!((summary(&s), len), want, "cut at {cut}");
+        let got = (summary(&s), s.devices.len(), len);
+        assert_eq!(got, want, "cut at {cut}");
     }
     // Zeros instead of the last record (size extended, data never written),
     // or instead of its payload only.
-    for from in [148, 148 + 12] {
+    for from in [DEVICE_AT, DEVICE_AT + 12] {
         let (r, len) = open_manifest_changed(|b| b[from..].fill(0));
-        assert_eq!((summary(&r.unwrap()), len), ((1, 0, 0, 0), 148));
+        let s = r.unwrap();
+        let got = (summary(&s), s.devices.len(), len);
+        assert_eq!(
+            got,
+            ((1, 1, 4, 1), 0, DEVICE_AT as u64),
+            "zeros from {from}"
+        );
     }
     // Zeros after the last record.
-    let (r, len) = open_manifest_changed(|b| b.resize(242 + 100, 0));
-    assert_eq!((summary(&r.unwrap()), len), ((1, 1, 4, 1), 242));
+    let (r, len) = open_manifest_changed(|b| b.resize(MANIFEST_LEN + 100, 0));
+    let s = r.unwrap();
+    let got = (summary(&s), s.devices.len(), len);
+    assert_eq!(got, ((1, 1, 4, 1), 1, MANIFEST_LEN as u64));
     // A torn Split leaves the parent region in place.
     let split = hand_record(&split_payload(1, &prefix_key(0xc000), 2, 3));
     for keep in [1, 12, 46] {
         let (r, len) = open_manifest_changed(|b| b.extend(&split[..keep]));
         let s = r.unwrap();
-        assert_eq!(len, 242, "torn Split of {keep} bytes cut");
+        assert_eq!(len, MANIFEST_LEN as u64, "torn Split of {keep} bytes cut");
         assert_eq!(region_map(&s).len(), 2);
         assert_eq!(s.tables[&TABLE_ID].next_region_id, REGIONS);
     }
@@ -1452,15 +1537,23 @@ fn manifest_torn_append_is_dropped() {
 #[test]
 fn manifest_corruption_is_handled_as_specified() {
     let flipped = |at: usize| open_manifest_changed(|b| b[at] ^= 0x01);
-    // Rot in the last, complete record: an error, never dropped.
+    // Rot in the last, complete record (the Device record): an error, never
+    // dropped.
+    let (r, len) = flipped(DEVICE_AT + 12 + 20);
+    assert_manifest_checksum_at(r, 242);
+    assert_eq!(len, 288, "nothing is cut");
+    let (r, _) = flipped(DEVICE_AT + 1);
+    assert_manifest_checksum_at(r, 242);
+    let (r, _) = open_manifest_changed(|b| b[260..].fill(0));
+    assert_manifest_checksum_at(r, 242);
+    // Damage before the last record.
     let (r, len) = flipped(148 + 12 + 20);
     assert_manifest_checksum_at(r, 148);
-    assert_eq!(len, 242, "nothing is cut");
+    assert_eq!(len, 288, "nothing is cut");
     let (r, _) = flipped(148 + 1);
     assert_manifest_checksum_at(r, 148);
-    let (r, _) = open_manifest_changed(|b| b[200..].fill(0));
+    let (r, _) = open_manifest_changed(|b| b[200..DEVICE_AT].fill(0));
     assert_manifest_checksum_at(r, 148);
-    // Damage before the last record.
     let (r, _) = flipped(33 + 12 + 10);
     assert_manifest_checksum_at(r, 33);
     let (r, _) = flipped(33 + 12 + 70); // in the region map
@@ -1471,8 +1564,8 @@ fn manifest_corruption_is_handled_as_specified() {
     assert_manifest_checksum_at(r, 33);
     // Valid checksums, invalid contents: Corrupt, even as the last record.
     let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&[9, 0, 0])));
-    assert_corrupt_at(r, "MANIFEST", 242);
-    assert_eq!(len, 242 + 15);
+    assert_corrupt_at(r, "MANIFEST", 288);
+    assert_eq!(len, 288 + 15);
     let (r, _) = open_manifest_changed(|b| {
         let mut h = ((16u32 << 20) + 1).to_le_bytes().to_vec();
         h.extend_from_slice(&[0; 4]);
@@ -1480,17 +1573,17 @@ fn manifest_corruption_is_handled_as_specified() {
         h.extend_from_slice(&c.to_le_bytes());
         b.extend(h);
     });
-    assert_corrupt_at(r, "MANIFEST", 242);
+    assert_corrupt_at(r, "MANIFEST", 288);
     let (r, _) = open_manifest_changed(|b| {
         let again = b[33..148].to_vec(); // CreateTable of table 1, again
         b.extend(again);
     });
-    assert_corrupt_at(r, "MANIFEST", 242);
+    assert_corrupt_at(r, "MANIFEST", 288);
     // A Split payload one byte short, or with a byte too many.
     let p = split_payload(1, &prefix_key(0xc000), 2, 3);
     for bad in [p[..34].to_vec(), [&p[..], &[0]].concat()] {
         let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&bad)));
-        assert_corrupt_at(r, "MANIFEST", 242);
+        assert_corrupt_at(r, "MANIFEST", 288);
     }
     // A region map that does not start at the zero key, or is not sorted.
     for map in [
@@ -1514,7 +1607,7 @@ fn manifest_corruption_is_handled_as_specified() {
             }
             b.extend(hand_record(&p));
         });
-        assert_corrupt_at(r, "MANIFEST", 242);
+        assert_corrupt_at(r, "MANIFEST", 288);
     }
     // Header.
     let (r, _) = flipped(5);
@@ -1522,8 +1615,9 @@ fn manifest_corruption_is_handled_as_specified() {
         matches!(r, Err(Error::ChecksumMismatch { offset: 0, .. })),
         "manifest header CRC: {r:?}"
     );
-    // Other versions, v1 (tables without regions) included, are refused.
-    for v in [1u8, 3] {
+    // Other versions are refused: v1 (tables without regions), v2 (no
+    // device registry; a v3 reader does not read it) and later ones.
+    for v in [1u8, 2, 4] {
         let (r, _) = open_manifest_changed(|b| {
             b[4] = v;
             let c = crc32c::crc32c(&b[0..8]);
@@ -1581,7 +1675,7 @@ fn manifest_split_and_merge_records_are_applied() {
     // parent's file and inherit its flushed_seq.
     let (r, len) = open_manifest_changed(|b| b.extend(&split));
     let s = r.unwrap();
-    assert_eq!(len, 242 + 47);
+    assert_eq!(len, 288 + 47);
     assert_eq!(
         region_map(&s),
         [
@@ -1633,6 +1727,7 @@ fn manifest_split_and_merge_records_are_applied() {
         tags,
         [
             (3, None),
+            (6, None),
             (1, None),
             (2, Some(0)),
             (2, Some(2)),
@@ -1641,7 +1736,8 @@ fn manifest_split_and_merge_records_are_applied() {
             (2, Some(3))
         ]
     );
-    let p = &recs[1].1;
+    assert_eq!(recs[1].1, device_payload(REG_ID, REG_NAME, &[REG_TAG]));
+    let p = &recs[2].1;
     assert_eq!((u32_at(p, 51), u32_at(p, 55)), (4, 3), "next id, count");
     let map: Vec<(u32, &[u8])> = (0..3)
         .map(|i| (u32_at(p, 59 + 22 * i), &p[63 + 22 * i..81 + 22 * i]))
@@ -1660,8 +1756,9 @@ fn manifest_split_and_merge_records_are_applied() {
 
 #[test]
 fn manifest_spec_example_is_current() {
-    // The annotated hex dumps of manifest.md show the fixture and the
-    // hand-built Split and Merge: every checksum they show is current.
+    // The annotated hex dumps of manifest.md show the fixture (Device record
+    // included) and the hand-built Split and Merge: every checksum they show
+    // is current.
     let spec = String::from_utf8(read(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/manifest.md"),
     ))
@@ -1675,7 +1772,7 @@ fn manifest_spec_example_is_current() {
     for (pos, _) in hand_records(&b) {
         crcs.extend([u32_at(&b, pos + 4), u32_at(&b, pos + 8)]);
     }
-    assert_eq!(crcs.len(), 11);
+    assert_eq!(crcs.len(), 13);
     for c in crcs {
         let shown = format!("= 0x{c:08x}");
         assert!(spec.contains(&shown), "formats/manifest.md lacks {shown}");
@@ -1707,8 +1804,8 @@ fn manifest_bad_splits_and_merges_are_corrupt() {
         ("right id below next", split_payload(1, &mid, 2, 0)),
     ] {
         let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&p)));
-        assert_edit_corrupt_at(r, 242, what);
-        assert_eq!(len, 242 + 47, "{what}: nothing is cut");
+        assert_edit_corrupt_at(r, 288, what);
+        assert_eq!(len, 288 + 47, "{what}: nothing is cut");
     }
     // After a split at c000: 0 = [0, 8000), 2 = [8000, c000), 3 = [c000,
     // end); next_region_id = 4.
@@ -1730,7 +1827,7 @@ fn manifest_bad_splits_and_merges_are_corrupt() {
             b.extend(&split);
             b.extend(hand_record(&p));
         });
-        assert_edit_corrupt_at(r, 242 + 47, what);
+        assert_edit_corrupt_at(r, 288 + 47, what);
     }
 }
 
@@ -1754,6 +1851,172 @@ fn assert_edit_corrupt_at(
         }
         other => panic!("{what}: expected Corrupt at {offset}, got {other:?}"),
     }
+}
+
+/// `n` tags `(key, value)` with keys `k0`, `k1`, … and `value` for each.
+fn tags_of(n: usize, value: &str) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| (format!("k{i}"), value.to_string()))
+        .collect()
+}
+
+fn tag_refs(tags: &[(String, String)]) -> Vec<(&str, &str)> {
+    tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+#[test]
+fn manifest_device_records_are_applied() {
+    // A Device record for a known id with the same name replaces its tags;
+    // another id gets another name. Limits are inclusive: a 256-byte name,
+    // 64 tags with 256-byte keys and values.
+    let other = REG_ID + 1;
+    let long = "n".repeat(256);
+    let big: Vec<(String, String)> = (0..64)
+        .map(|i| (format!("{i:0>256}"), "v".repeat(256)))
+        .collect();
+    let big_p = device_payload(other, &long, &tag_refs(&big));
+    assert_eq!(big_p.len(), 13 + 256 + 64 * (4 + 512));
+    let want = Record::Device {
+        id: other,
+        name: long.clone(),
+        tags: big.clone(),
+    };
+    let mut enc = Vec::new();
+    want.encode(&mut enc);
+    assert_eq!(enc, hand_record(&big_p), "Device encoding, 64 tags");
+    let retag = device_payload(REG_ID, REG_NAME, &[("fleet", "west"), ("model", "x")]);
+    let (r, len) = open_manifest_changed(|b| {
+        b.extend(hand_record(&retag));
+        b.extend(hand_record(&big_p));
+    });
+    let s = r.unwrap();
+    assert_eq!(len as usize, MANIFEST_LEN + 24 + retag.len() + big_p.len());
+    let entry = |name: &str, tags: &[(&str, &str)]| DeviceEntry {
+        name: name.into(),
+        tags: tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    assert_eq!(
+        devices(&s),
+        [
+            (
+                REG_ID,
+                entry(REG_NAME, &[("fleet", "west"), ("model", "x")])
+            ),
+            (other, entry(&long, &tag_refs(&big))),
+        ]
+    );
+    // No tags at all: the tags are cleared.
+    let (r, _) =
+        open_manifest_changed(|b| b.extend(hand_record(&device_payload(REG_ID, REG_NAME, &[]))));
+    assert_eq!(devices(&r.unwrap()), [(REG_ID, entry(REG_NAME, &[]))]);
+    // A snapshot writes one Device record per device, in id order, right
+    // after the floor and before the tables.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = read(&manifest_path());
+    b.extend(hand_record(&device_payload(other, "truck-7", &[])));
+    b.extend(hand_record(&retag));
+    std::fs::write(tmp.path().join("MANIFEST"), &b).unwrap();
+    let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    let want = m.state().clone();
+    m.rewrite().unwrap();
+    drop(m);
+    let b = read(&tmp.path().join("MANIFEST"));
+    let recs: Vec<Vec<u8>> = hand_records(&b).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(recs[0], floor_payload(FILE_ID));
+    assert_eq!(recs[1], retag);
+    assert_eq!(recs[2], device_payload(other, "truck-7", &[]));
+    assert_eq!(recs[3][0], 1, "then the tables");
+    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    assert_eq!(m.state(), &want);
+}
+
+#[test]
+fn manifest_bad_device_records_are_refused() {
+    let other = REG_ID + 1;
+    let long = "x".repeat(257);
+    let edits: [(&str, Vec<u8>); 8] = [
+        ("empty name", device_payload(other, "", &[])),
+        ("name of 257 bytes", device_payload(other, &long, &[])),
+        (
+            "empty tag key",
+            device_payload(other, "truck-7", &[("", "east")]),
+        ),
+        (
+            "empty tag value",
+            device_payload(other, "truck-7", &[("fleet", "")]),
+        ),
+        (
+            "tag key of 257 bytes",
+            device_payload(other, "truck-7", &[(&long, "east")]),
+        ),
+        (
+            "tag value of 257 bytes",
+            device_payload(other, "truck-7", &[("fleet", &long)]),
+        ),
+        ("name of another id", device_payload(other, REG_NAME, &[])),
+        (
+            "rename of an id",
+            device_payload(REG_ID, "truck-7", &[REG_TAG]),
+        ),
+    ];
+    // Valid records that cannot be applied: Corrupt at the record, nothing
+    // cut.
+    for (what, p) in &edits {
+        let (r, len) = open_manifest_changed(|b| b.extend(hand_record(p)));
+        assert_edit_corrupt_at(r, MANIFEST_LEN as u64, what);
+        let n = MANIFEST_LEN + RECORD_HEADER + p.len();
+        assert_eq!(len, n as u64, "{what}: nothing is cut");
+    }
+    // 65 tags: the decoder refuses the record itself (Invalid).
+    let tags = tags_of(65, "v");
+    let p = device_payload(other, "truck-7", &tag_refs(&tags));
+    let framed = hand_record(&p);
+    assert!(
+        matches!(decode_framed(&framed), Framed::Invalid(ref m) if m.contains("65 device tags")),
+        "{:?}",
+        decode_framed(&framed)
+    );
+    let (r, _) = open_manifest_changed(|b| b.extend(&framed));
+    match r {
+        Err(Error::Corrupt { what, file, offset }) => {
+            assert!(file.ends_with("MANIFEST"), "{}", file.display());
+            assert_eq!(offset, MANIFEST_LEN as u64);
+            assert!(what.starts_with("manifest record (Invalid"), "{what}");
+        }
+        other => panic!("65 tags: expected Corrupt, got {other:?}"),
+    }
+    // 64 tags decode and apply.
+    let tags = tags_of(64, "v");
+    let p = device_payload(other, "truck-7", &tag_refs(&tags));
+    let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&p)));
+    assert_eq!(r.unwrap().devices[&other].tags, tags);
+    // `Manifest::append` refuses the same edits (InvalidInput), writing
+    // nothing.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("MANIFEST"), read(&manifest_path())).unwrap();
+    let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    let device = |id, name: &str, tags: Vec<(String, String)>| Record::Device {
+        id,
+        name: name.into(),
+        tags,
+    };
+    for bad in [
+        device(other, "", vec![]),
+        device(other, REG_NAME, vec![]),
+        device(REG_ID, "truck-7", vec![]),
+        device(other, "truck-7", tags_of(65, "v")),
+    ] {
+        let r = m.append(std::slice::from_ref(&bad));
+        assert!(
+            matches!(r, Err(Error::InvalidInput { .. })),
+            "{bad:?}: {r:?}"
+        );
+    }
+    drop(m);
+    assert_eq!(read(&tmp.path().join("MANIFEST")), read(&manifest_path()));
 }
 
 #[test]
@@ -1780,13 +2043,15 @@ fn manifest_file_id_floor_and_leftover_tmp() {
     assert_eq!(recs[0], (12, floor_payload(FILE_ID)));
     assert_eq!(
         recs.len(),
-        5,
-        "floor, CreateTable, Files (region 0: flushed_seq), \
+        6,
+        "floor, Device, CreateTable, Files (region 0: flushed_seq), \
          Files (region 1: the live files), Files (region 1: flushed_seq)"
     );
-    assert_eq!(recs[1], (33, recs_payload(&fixture, 1)), "same region map");
-    assert_eq!(recs[2].1, flushed_payload(0, 0));
-    assert_eq!(recs[4].1, flushed_payload(1, 4));
+    // The devices come right after the floor, before the tables.
+    assert_eq!(recs[1], (33, recs_payload(&fixture, 3)), "same device");
+    assert_eq!(recs[2], (79, recs_payload(&fixture, 1)), "same region map");
+    assert_eq!(recs[3].1, flushed_payload(0, 0));
+    assert_eq!(recs[5].1, flushed_payload(1, 4));
 }
 
 fn floor_payload(max_file_id: u64) -> Vec<u8> {

@@ -240,7 +240,14 @@ fn sigkill_of_the_daemon_under_load_loses_no_acked_batch() {
     let mut acked = Vec::new();
     for run in 0..3u64 {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--dir"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--dir",
+            ])
             .arg(dir.path())
             .env("RUST_LOG", "info")
             .stderr(std::process::Stdio::piped())
@@ -333,4 +340,69 @@ fn the_load_generator_fills_a_readings_table_through_the_daemon() {
     // overwrite), so at most 3,000 distinct rows, and most of them.
     assert!((2500..=3000).contains(&n), "{n} rows stored");
     run.stop();
+}
+
+/// `serve --config FILE` takes its settings from TOML; SIGTERM stops it
+/// cleanly (exit 0) after answering what it read, and the data is there.
+#[test]
+fn serve_reads_its_config_file_and_sigterm_stops_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), Options::default()).unwrap();
+        s.create_table(small_schema("t", TableOptions::default()))
+            .unwrap();
+        s.close().unwrap();
+    }
+    let cfg = dir.path().join("telestore.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dir = {:?}\nlisten = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\ntoken = \"tok\"\n",
+            dir.path()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "daemon exited");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    let logs = std::thread::spawn(move || err.lines().map_while(|l| l.ok()).collect::<Vec<_>>());
+    assert!(
+        Client::connect(addr.as_str(), "t", Durability::Sync, "").is_err(),
+        "token from the file ignored"
+    );
+    let mut c = Client::connect(addr.as_str(), "t", Durability::Sync, "tok").unwrap();
+    for b in 0..10u64 {
+        c.send(b, &rows(b, 3, b)).unwrap();
+    }
+    for _ in 0..10 {
+        assert!(matches!(c.recv().unwrap(), Response::Ack { .. }));
+    }
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "daemon exit status {status}");
+    let logs = logs.join().unwrap();
+    assert!(
+        logs.iter().any(|l| l.contains("stopped cleanly")),
+        "{logs:?}"
+    );
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for b in 0..10u64 {
+        assert_eq!(count(&store, b), 3);
+    }
 }

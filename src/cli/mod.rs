@@ -4,6 +4,7 @@ mod bench;
 mod compact;
 mod compaction_sim;
 mod crash;
+mod devices;
 mod keydesign;
 mod load;
 mod regions;
@@ -51,6 +52,8 @@ pub enum Cmd {
     /// Drive a running daemon with a generated truck fleet (binary
     /// protocol); prints rows/s and ack latency percentiles.
     Load(load::LoadArgs),
+    /// List the device registry (names, ids, tags), optionally by tag.
+    Devices(devices::DevicesArgs),
     /// Compact a table's regions now (minor by default, --major for all).
     Compact(compact::CompactArgs),
     /// Test helpers (used by the crash tests).
@@ -77,6 +80,7 @@ pub fn run() -> i32 {
         Cmd::Compact(c) => compact::run(c),
         Cmd::Serve(s) => serve::run(s),
         Cmd::Load(l) => load::run(l),
+        Cmd::Devices(d) => devices::run(d),
         Cmd::Debug(d) => crash::run(d),
     };
     match res {

@@ -1,56 +1,108 @@
-//! `telestore serve`: the ingest daemon (binary TCP protocol).
+//! `telestore serve`: the ingest daemon — binary TCP protocol and HTTP
+//! (line protocol, metrics, health, tables).
 
-use super::DirArg;
 use anyhow::{Context, Result};
 use clap::Args;
+use serde::Deserialize;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use telestore::ingest::server::{start, ServerConfig};
 use telestore::{Options, Store};
 
+/// Every option can come from a flag, from `--config FILE` (TOML, same
+/// names with underscores), or the default — in that order of precedence.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    #[command(flatten)]
-    dir: DirArg,
-    /// Address of the binary ingest protocol (formats/ingest.md). Loopback
-    /// by default: expose it deliberately (e.g. 0.0.0.0:7070) and set
-    /// --token when you do.
-    #[arg(long, default_value = "127.0.0.1:7070", env = "TELESTORE_LISTEN")]
-    listen: SocketAddr,
-    /// Address of the HTTP endpoints (/health, /metrics, /api/v1/tables).
-    #[arg(long, default_value = "127.0.0.1:7071", env = "TELESTORE_HTTP_LISTEN")]
-    http_listen: SocketAddr,
-    /// Token every client must present in its handshake (default: none
-    /// required).
+    /// TOML file with any of: dir, listen, http_listen, token,
+    /// max_inflight_mib, device_tag.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory [default: telestore-data].
+    #[arg(long, env = "TELESTORE_DIR")]
+    dir: Option<PathBuf>,
+    /// Address of the binary ingest protocol (formats/ingest.md)
+    /// [default: 127.0.0.1:7070]. Loopback by default: expose it
+    /// deliberately (e.g. 0.0.0.0:7070) and set --token when you do.
+    #[arg(long, env = "TELESTORE_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Address of the HTTP endpoints: InfluxDB line protocol
+    /// (/api/v2/write, /write), /metrics, /health, /api/v1/tables
+    /// [default: 127.0.0.1:7071].
+    #[arg(long, env = "TELESTORE_HTTP_LISTEN")]
+    http_listen: Option<SocketAddr>,
+    /// Token binary-protocol clients must present [default: none
+    /// required].
     #[arg(long, env = "TELESTORE_TOKEN")]
     token: Option<String>,
-    /// Payload bytes one connection may have read but not yet acknowledged;
-    /// past it the server stops reading from that client (MiB).
-    #[arg(long, default_value_t = 32)]
-    max_inflight_mib: usize,
+    /// Payload MiB one binary connection may have read but not yet
+    /// acknowledged; past it the server stops reading from that client
+    /// [default: 32].
+    #[arg(long)]
+    max_inflight_mib: Option<usize>,
+    /// The line-protocol tag whose value names the device; other tags go
+    /// to the device registry [default: device].
+    #[arg(long)]
+    device_tag: Option<String>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct ServeFile {
+    dir: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    http_listen: Option<SocketAddr>,
+    token: Option<String>,
+    max_inflight_mib: Option<usize>,
+    device_tag: Option<String>,
+}
+
+fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
+    let Some(p) = path else {
+        return Ok(ServeFile::default());
+    };
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    toml::from_str(&text).with_context(|| format!("{}", p.display()))
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    let store = Arc::new(
-        Store::open(&a.dir.dir, Options::default())
-            .with_context(|| format!("opening {}", a.dir.dir.display()))?,
-    );
+    let f = load_file(&a.config)?;
+    let dir = a
+        .dir
+        .or(f.dir)
+        .unwrap_or_else(|| PathBuf::from(super::DEFAULT_DIR));
+    let listen = a
+        .listen
+        .or(f.listen)
+        .unwrap_or(([127, 0, 0, 1], 7070).into());
+    let http = a
+        .http_listen
+        .or(f.http_listen)
+        .unwrap_or(([127, 0, 0, 1], 7071).into());
     let cfg = ServerConfig {
-        token: a.token.clone(),
-        max_inflight_bytes: a.max_inflight_mib << 20,
-        http_listen: Some(a.http_listen),
+        token: a.token.or(f.token),
+        max_inflight_bytes: a.max_inflight_mib.or(f.max_inflight_mib).unwrap_or(32) << 20,
+        http_listen: Some(http),
+        device_tag: a
+            .device_tag
+            .or(f.device_tag)
+            .unwrap_or_else(|| "device".into()),
         ..ServerConfig::default()
     };
-    let server = start(store.clone(), a.listen, cfg)
-        .with_context(|| format!("listening on {}", a.listen))?;
+    let store = Arc::new(
+        Store::open(&dir, Options::default())
+            .with_context(|| format!("opening {}", dir.display()))?,
+    );
+    let server = start(store.clone(), listen, cfg)
+        .with_context(|| format!("listening on {listen} / {http}"))?;
     tracing::info!(
         "ingest (binary protocol) listening on {} (data {}, tables: {})",
         server.addr,
-        a.dir.dir.display(),
+        dir.display(),
         store.table_names().join(", ")
     );
     if let Some(h) = server.http_addr {
-        tracing::info!("http (/health, /metrics, /api/v1/tables) listening on {h}");
+        tracing::info!("http (line protocol /api/v2/write, /metrics, /health, /api/v1/tables) listening on {h}");
     }
     wait_for_signal()?;
     tracing::info!("shutting down: finishing in-flight batches");

@@ -12,6 +12,7 @@
 mod apply;
 mod commit;
 mod compact;
+mod devices;
 mod flush;
 mod open;
 mod options;
@@ -21,6 +22,7 @@ mod split;
 mod table;
 
 pub use compact::Outcome as CompactionOutcome;
+pub use devices::REGISTRY_ID_BASE;
 pub use options::{Durability, Options};
 pub use reads::ReadStats;
 pub use regions::RegionInfo;
@@ -67,6 +69,8 @@ pub struct Shared {
     pub(crate) stalls: AtomicU64,
     pub(crate) busy: AtomicU64,
     pub(crate) metrics: EngineMetrics,
+    /// The device registry's in-memory index (the manifest holds it).
+    devices: RwLock<devices::DeviceIndex>,
     _lock: std::fs::File,
 }
 
@@ -265,6 +269,11 @@ impl Store {
 
     pub fn dir(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// "Now" on the store's clock (ms since the epoch).
+    pub fn now_ms(&self) -> i64 {
+        self.shared.opts.clock.now_ms()
     }
 
     /// `Ok` while the write path works; the error that stopped it

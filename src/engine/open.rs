@@ -101,6 +101,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     )?;
     writer.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
     let max_file_id = manifest.state().max_file_id;
+    let device_index = super::devices::DeviceIndex::build(manifest.state().devices.iter());
     let (flush_tx, flush_rx) = unbounded();
     let (compact_tx, compact_rx) = unbounded();
     let shared = Arc::new(Shared {
@@ -131,6 +132,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         stalls: AtomicU64::new(0),
         busy: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
+        devices: RwLock::new(device_index),
         _lock: lock,
     });
     // Memstores frozen during replay are flushed now (no writer can run

@@ -1,15 +1,17 @@
 //! The daemon's HTTP side: `GET /health`, `GET /metrics` (Prometheus /
 //! OpenMetrics text), `GET /api/v1/tables` and `POST /api/v1/tables`.
 
+use super::lineproto::{self, Precision};
 use super::proto::ErrorCode;
 use super::server::ServerStats;
 use crate::error::Error;
 use crate::schema::{parse_duration_ms, Compression, Field, FieldType, TableOptions, TableSchema};
+use crate::Durability;
 use crate::Store;
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -17,6 +19,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -25,7 +28,12 @@ use std::sync::Arc;
 pub struct HttpState {
     pub store: Arc<Store>,
     pub stats: Arc<ServerStats>,
+    /// The line-protocol tag that names the device.
+    pub device_tag: Arc<str>,
 }
+
+/// Largest line-protocol request body, after gzip decoding.
+pub const WRITE_BODY_MAX: usize = 64 << 20;
 
 /// The HTTP routes.
 pub fn router(state: HttpState) -> Router {
@@ -33,7 +41,121 @@ pub fn router(state: HttpState) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/api/v1/tables", get(list_tables).post(create_table))
+        .route("/api/v2/write", post(write_lines))
+        .route("/write", post(write_lines))
+        .layer(DefaultBodyLimit::max(WRITE_BODY_MAX))
         .with_state(state)
+}
+
+/// An error in InfluxDB's JSON shape (`code`, `message`, and `line` for a
+/// bad line).
+fn influx_error(status: StatusCode, code: &str, message: String, line: Option<usize>) -> Response {
+    let mut body = serde_json::json!({ "code": code, "message": message });
+    if let Some(l) = line {
+        body["line"] = l.into();
+    }
+    (status, Json(body)).into_response()
+}
+
+/// `POST /api/v2/write?bucket=…&precision=…` and `POST /write?db=…&precision=…`:
+/// InfluxDB line protocol (gzip bodies too). The bucket / db is accepted
+/// and ignored (one namespace); the measurement is the table. Optional
+/// `durability=sync|async|skip` (default sync). `204` when every line was
+/// applied; `400` naming the first bad line, with nothing applied.
+async fn write_lines(
+    State(s): State<HttpState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let bad = |m: String| influx_error(StatusCode::BAD_REQUEST, "invalid", m, None);
+    let precision = match Precision::parse(q.get("precision").map(|x| x.as_str())) {
+        Ok(p) => p,
+        Err(m) => return bad(m),
+    };
+    let durability = match q
+        .get("durability")
+        .map(|d| Durability::parse(d))
+        .transpose()
+    {
+        Ok(d) => d.unwrap_or(Durability::Sync),
+        Err(e) => return bad(e.to_string()),
+    };
+    let gzip = headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let raw = if gzip {
+        let mut out = Vec::new();
+        let dec = flate2::read::GzDecoder::new(&body[..]);
+        match std::io::Read::read_to_end(
+            &mut std::io::Read::take(dec, WRITE_BODY_MAX as u64 + 1),
+            &mut out,
+        ) {
+            Ok(n) if n > WRITE_BODY_MAX => {
+                return bad(format!(
+                    "body over {WRITE_BODY_MAX} bytes once decompressed"
+                ))
+            }
+            Ok(_) => out,
+            Err(e) => return bad(format!("gzip body: {e}")),
+        }
+    } else {
+        body.to_vec()
+    };
+    let text = match String::from_utf8(raw) {
+        Ok(t) => t,
+        Err(e) => {
+            return bad(format!(
+                "body is not UTF-8 (byte {})",
+                e.utf8_error().valid_up_to()
+            ))
+        }
+    };
+    let stats = s.stats.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let now = s.store.now_ms();
+        let p = lineproto::prepare(&s.store, &text, precision, &s.device_tag, now).map_err(Err)?;
+        lineproto::apply(&s.store, p, durability).map_err(Ok)
+    })
+    .await;
+    match done {
+        Ok(Ok(rows)) => {
+            stats.http_rows.fetch_add(rows as u64, Relaxed);
+            stats.http_requests.fetch_add(1, Relaxed);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Ok(Err(Err(e))) => {
+            stats.http_rejected.fetch_add(1, Relaxed);
+            let msg = format!("line {}: {}", e.line, e.message);
+            influx_error(StatusCode::BAD_REQUEST, "invalid", msg, Some(e.line))
+        }
+        Ok(Err(Ok(Error::Busy { retry_after_ms }))) => {
+            stats.http_rejected.fetch_add(1, Relaxed);
+            let secs = retry_after_ms.div_ceil(1000).max(1).to_string();
+            let mut r = influx_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("store busy (write stall), retry after {retry_after_ms} ms"),
+                None,
+            );
+            if let Ok(v) = header::HeaderValue::from_str(&secs) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            r
+        }
+        Ok(Err(Ok(e))) => influx_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error",
+            e.to_string(),
+            None,
+        ),
+        Err(e) => influx_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error",
+            e.to_string(),
+            None,
+        ),
+    }
 }
 
 fn json_error(status: StatusCode, message: impl Into<String>) -> Response {

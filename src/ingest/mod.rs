@@ -5,5 +5,6 @@
 
 pub mod client;
 pub mod http;
+pub mod lineproto;
 pub mod proto;
 pub mod server;

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Where the HTTP endpoints listen (`None`: no HTTP).
     pub http_listen: Option<SocketAddr>,
+    /// The line-protocol tag naming the device.
+    pub device_tag: String,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +45,7 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             http_listen: None,
+            device_tag: "device".into(),
         }
     }
 }
@@ -57,6 +60,10 @@ pub struct ServerStats {
     pub bytes: AtomicU64,
     /// Rejected frames and handshakes by error code (index = code).
     pub rejected: [AtomicU64; 16],
+    /// Line-protocol rows written, requests applied and rejected.
+    pub http_rows: AtomicU64,
+    pub http_requests: AtomicU64,
+    pub http_rejected: AtomicU64,
 }
 
 impl ServerStats {
@@ -402,6 +409,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
             let state = super::http::HttpState {
                 store: store.clone(),
                 stats: stats.clone(),
+                device_tag: Arc::from(cfg.device_tag.as_str()),
             };
             let mut stop_http = rx.clone();
             let app = super::http::router(state);

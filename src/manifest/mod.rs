@@ -88,6 +88,34 @@ impl TableEntry {
 pub struct State {
     pub tables: BTreeMap<u32, TableEntry>,
     pub max_file_id: u64,
+    /// The device registry: id → (name, tags).
+    pub devices: BTreeMap<u64, DeviceEntry>,
+    /// Name → id of the registry (kept with `devices`).
+    pub device_names: BTreeMap<String, u64>,
+}
+
+/// A registered device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceEntry {
+    pub name: String,
+    pub tags: Vec<(String, String)>,
+}
+
+fn check_device(id: u64, name: &str, tags: &[(String, String)]) -> std::result::Result<(), String> {
+    use record::{DEVICE_TAGS_MAX, DEVICE_TEXT_MAX};
+    let text_ok = |t: &str| !t.is_empty() && t.len() <= DEVICE_TEXT_MAX;
+    if !text_ok(name) {
+        return Err(format!(
+            "device {id}: name of {} bytes (1..={DEVICE_TEXT_MAX})",
+            name.len()
+        ));
+    }
+    if tags.len() > DEVICE_TAGS_MAX || tags.iter().any(|(k, v)| !text_ok(k) || !text_ok(v)) {
+        return Err(format!(
+            "device {id}: tags beyond {DEVICE_TAGS_MAX} or empty/over-long"
+        ));
+    }
+    Ok(())
 }
 
 fn check_region_map(regions: &[RegionDef], next: u32) -> std::result::Result<(), String> {
@@ -175,6 +203,22 @@ impl State {
             Record::FileIdFloor { max_file_id } => {
                 self.max_file_id = self.max_file_id.max(*max_file_id);
             }
+            Record::Device { id, name, tags } => {
+                check_device(*id, name, tags)?;
+                let taken = self.device_names.get(name).is_some_and(|i| i != id);
+                if taken {
+                    return Err(format!("device name {name:?} already names another id"));
+                }
+                let e = self.devices.entry(*id).or_default();
+                if !e.name.is_empty() && e.name != *name {
+                    return Err(format!("device {id} renamed from {:?} to {name:?}", e.name));
+                }
+                *e = DeviceEntry {
+                    name: name.clone(),
+                    tags: tags.clone(),
+                };
+                self.device_names.insert(name.clone(), *id);
+            }
             Record::Split {
                 table_id,
                 parent,
@@ -250,6 +294,13 @@ impl State {
         let mut out = vec![Record::FileIdFloor {
             max_file_id: self.max_file_id,
         }];
+        for (id, d) in &self.devices {
+            out.push(Record::Device {
+                id: *id,
+                name: d.name.clone(),
+                tags: d.tags.clone(),
+            });
+        }
         for (id, t) in &self.tables {
             out.push(Record::CreateTable {
                 table_id: *id,

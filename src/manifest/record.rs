@@ -12,7 +12,7 @@ use crate::schema::TableSchema;
 use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 
 pub const MANIFEST_MAGIC: [u8; 4] = *b"TSMF";
-pub const MANIFEST_VERSION: u32 = 2;
+pub const MANIFEST_VERSION: u32 = 3;
 pub const MANIFEST_HEADER_LEN: usize = 12;
 pub const RECORD_HEADER_LEN: usize = 12;
 /// Largest record payload.
@@ -23,6 +23,11 @@ const TAG_FILES: u8 = 2;
 const TAG_FILE_ID_FLOOR: u8 = 3;
 const TAG_SPLIT: u8 = 4;
 const TAG_MERGE: u8 = 5;
+const TAG_DEVICE: u8 = 6;
+/// Longest device name, tag key or tag value (bytes).
+pub const DEVICE_TEXT_MAX: usize = 256;
+/// Most tags per device.
+pub const DEVICE_TAGS_MAX: usize = 64;
 /// Most regions listed in one `CreateTable` record.
 pub const REGIONS_PER_RECORD_MAX: usize = 1 << 16;
 
@@ -77,6 +82,13 @@ pub enum Record {
         at: RowKey,
         left: u32,
         right: u32,
+    },
+    /// Device `id` is called `name` and carries `tags` (registered, or its
+    /// tags replaced). Names are unique; ids are never reused.
+    Device {
+        id: u64,
+        name: String,
+        tags: Vec<(String, String)>,
     },
     /// Adjacent regions `left` and `right` (the one starting where `left`
     /// ends) become `merged`, with the union of their files.
@@ -171,6 +183,12 @@ impl Record {
                 w.u8(TAG_SPLIT).u32(*table_id).u32(*parent).bytes(at);
                 w.u32(*left).u32(*right);
             }
+            Record::Device { id, name, tags } => {
+                w.u8(TAG_DEVICE).u64(*id).str(name).u16(tags.len() as u16);
+                for (k, v) in tags {
+                    w.str(k).str(v);
+                }
+            }
             Record::Merge {
                 table_id,
                 left,
@@ -263,6 +281,19 @@ impl Record {
                 left: r.u32()?,
                 right: r.u32()?,
             },
+            TAG_DEVICE => {
+                let id = r.u64()?;
+                let name = r.str()?;
+                let n = r.u16()? as usize;
+                if n > DEVICE_TAGS_MAX {
+                    return Err(Error::decode("manifest record", format!("{n} device tags")));
+                }
+                let mut tags = Vec::with_capacity(n);
+                for _ in 0..n {
+                    tags.push((r.str()?, r.str()?));
+                }
+                Record::Device { id, name, tags }
+            }
             TAG_MERGE => Record::Merge {
                 table_id: r.u32()?,
                 left: r.u32()?,

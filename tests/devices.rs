@@ -1,0 +1,62 @@
+//! The device registry: ids assigned once and never reused, tags replaced,
+//! persisted through reopen and manifest rewrites, tag index queries.
+
+use telestore::{Options, Store};
+
+fn dev(name: &str, tags: &[(&str, &str)]) -> (String, Vec<(String, String)>) {
+    (
+        name.to_string(),
+        tags.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+#[test]
+fn registry_persists_and_answers_tag_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b);
+    {
+        let s = Store::open(dir.path(), Options::default()).unwrap();
+        let ids = s
+            .register_devices(&[
+                dev("a", &[("fleet", "east")]),
+                dev("b", &[("fleet", "west")]),
+                dev("a", &[("fleet", "east")]),
+            ])
+            .unwrap();
+        (a, b) = (ids[0], ids[1]);
+        assert_eq!(ids[2], a, "one name, one id");
+        assert_ne!(a, b);
+        // Same tags: nothing new; new tags replace the old ones.
+        assert_eq!(
+            s.register_devices(&[dev("a", &[("fleet", "east")])])
+                .unwrap(),
+            vec![a]
+        );
+        s.register_devices(&[dev("b", &[("fleet", "east"), ("model", "x9")])])
+            .unwrap();
+        let east: Vec<u64> = s
+            .devices(Some(("fleet", "east")))
+            .iter()
+            .map(|d| d.0)
+            .collect();
+        assert_eq!(east, vec![a, b]);
+        assert!(
+            s.devices(Some(("fleet", "west"))).is_empty(),
+            "old tag still indexed"
+        );
+        s.close().unwrap();
+    }
+    let s = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!((s.device_id("a"), s.device_id("b")), (Some(a), Some(b)));
+    assert_eq!(s.device(b).unwrap().tags.len(), 2);
+    let c = s.register_devices(&[dev("c", &[])]).unwrap()[0];
+    assert!(c > a && c > b, "ids are never reused");
+    assert_eq!(s.devices(None).len(), 3);
+    assert!(
+        s.register_devices(&[dev("", &[])]).is_err(),
+        "empty name accepted"
+    );
+    assert_eq!(s.devices(None).len(), 3);
+}

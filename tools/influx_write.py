@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Write points to telestore's InfluxDB-compatible endpoint with the official
+`influxdb-client` package, as an existing InfluxDB client would.
+
+Usage: influx_write.py URL TABLE N
+Writes N points of measurement TABLE for devices "py-0".."py-4" with a
+`fleet` tag and fields temp (float), count (int), ok (bool), timestamps in
+ms from 1700000000000 one second apart, in two batches (one gzip-compressed).
+Prints nothing on success; raises on any error."""
+import sys
+
+from influxdb_client import InfluxDBClient, Point, WritePrecision
+from influxdb_client.client.write_api import SYNCHRONOUS
+
+
+def points(table, lo, hi):
+    for i in range(lo, hi):
+        yield (
+            Point(table)
+            .tag("device", f"py-{i % 5}")
+            .tag("fleet", "east" if i % 5 < 3 else "west")
+            .field("temp", 20.0 + i / 4)
+            .field("count", i)
+            .field("ok", i % 2 == 0)
+            .time(1_700_000_000_000 + i * 1000, WritePrecision.MS)
+        )
+
+
+def main():
+    url, table, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    half = n // 2
+    for gzip, lo, hi in [(False, 0, half), (True, half, n)]:
+        with InfluxDBClient(url=url, token="unused", org="telestore", enable_gzip=gzip) as c:
+            c.write_api(write_options=SYNCHRONOUS).write(
+                bucket="telemetry", record=list(points(table, lo, hi))
+            )
+
+
+if __name__ == "__main__":
+    main()
