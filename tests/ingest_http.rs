@@ -219,6 +219,14 @@ m,device=truck-1,fleet=east temp=22.0,n=5i,ok=t 1700000002000
         before,
         "a rejected request applied something"
     );
+    let (_, m) = http(h, "GET", "/metrics", "");
+    for want in [
+        "telestore_http_write_rows_total 4",
+        "telestore_http_write_requests_total 2",
+        "telestore_http_write_rejected_total 7",
+    ] {
+        assert!(m.contains(want), "metrics lack {want:?}:\n{m}");
+    }
     assert!(
         store.device_id("a").is_none(),
         "a rejected request registered a device"

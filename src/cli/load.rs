@@ -8,9 +8,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use telestore::ingest::client::Client;
+use telestore::ingest::client::{Client, ClientSender};
 use telestore::ingest::proto::{ErrorCode, Response};
 use telestore::schema::batch::push_row;
 use telestore::schema::parse_duration_ms;
@@ -58,6 +58,46 @@ pub struct LoadArgs {
     /// Token, when the daemon requires one.
     #[arg(long, default_value = "", env = "TELESTORE_TOKEN")]
     token: String,
+    /// The daemon's HTTP address: used to create the table when it is
+    /// missing (7 f64 fields) and for --line-protocol.
+    #[arg(long, default_value = "http://127.0.0.1:7071")]
+    http: String,
+    /// Send InfluxDB line protocol to /api/v2/write instead of binary
+    /// frames (devices are named truck-N and registered by the daemon).
+    #[arg(long)]
+    line_protocol: bool,
+    /// Target rows per second over all connections (0: as fast as the
+    /// daemon acknowledges). Use it to measure latency below saturation.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+}
+
+const FIELD_NAMES: [&str; 7] = [
+    "latitude",
+    "longitude",
+    "elevation",
+    "velocity",
+    "heading",
+    "grade",
+    "fuel_consumption",
+];
+
+/// Create the table over HTTP if it does not exist (best effort: a daemon
+/// without HTTP, or an existing table, is fine).
+fn ensure_table(a: &LoadArgs) {
+    let fields: Vec<serde_json::Value> = FIELD_NAMES
+        .iter()
+        .map(|n| serde_json::json!({ "name": n, "type": "f64" }))
+        .collect();
+    let spec = serde_json::json!({ "name": a.table, "fields": fields });
+    let url = format!("{}/api/v1/tables", a.http.trim_end_matches('/'));
+    let req = ureq::post(&url).set("Content-Type", "application/json");
+    match req.send_string(&spec.to_string()) {
+        Ok(r) if r.status() == 201 => println!("created table {} over {}", a.table, a.http),
+        Ok(_) => {}
+        Err(ureq::Error::Status(409, _)) => {}
+        Err(e) => eprintln!("note: could not check the table over {url}: {e}"),
+    }
 }
 
 /// Bounds of the seven random walks.
@@ -89,11 +129,22 @@ pub fn run(a: LoadArgs) -> Result<()> {
         bail!("--out-of-order in 0..=1; --connections, --batch and --window at least 1");
     }
     let durability = Durability::parse(&a.durability)?;
+    ensure_table(&a);
     let rounds = (span / interval) as u64;
     let total = rounds * a.trucks;
     println!(
-        "telestore load: {} trucks x {} readings ({} rows) every {} over {} into {} at {}, {} connections, frames of {} rows, {}",
-        a.trucks, rounds, total, a.interval, a.duration, a.table, a.addr, a.connections, a.batch, durability.name()
+        "telestore load: {} trucks x {} readings ({} rows) every {} over {} into {} at {} ({}), {} connections, batches of {} rows, {}",
+        a.trucks,
+        rounds,
+        total,
+        a.interval,
+        a.duration,
+        a.table,
+        if a.line_protocol { &a.http } else { &a.addr },
+        if a.line_protocol { "line protocol" } else { "binary" },
+        a.connections,
+        a.batch,
+        durability.name()
     );
     let bar = ProgressBar::new(total);
     bar.set_style(
@@ -153,15 +204,20 @@ fn connection(
     d: Durability,
     bar: &ProgressBar,
 ) -> Result<Totals> {
-    let mut client = Client::connect(a.addr.as_str(), &a.table, d, &a.token)
-        .with_context(|| format!("connecting to {}", a.addr))?;
-    if client.fields.len() != 7 || client.row_width != 16 + 56 {
-        bail!(
-            "table {} is not a 7 x f64 readings table (row width {})",
-            a.table,
-            client.row_width
-        );
-    }
+    let mut sink = if a.line_protocol {
+        Sink::Http(HttpSink::new(a, d))
+    } else {
+        let client = Client::connect(a.addr.as_str(), &a.table, d, &a.token)
+            .with_context(|| format!("connecting to {}", a.addr))?;
+        if client.fields.len() != 7 || client.row_width != 16 + 56 {
+            bail!(
+                "table {} is not a 7 x f64 readings table (row width {})",
+                a.table,
+                client.row_width
+            );
+        }
+        Sink::Binary(BinarySink::new(client, a.window, c << 48, bar.clone())?)
+    };
     let trucks: Vec<u64> = (c..a.trucks).step_by(a.connections as usize).collect();
     let mut rng = SmallRng::seed_from_u64(a.seed ^ telestore::testkit::mix(c));
     let mut walk: Vec<[f64; 7]> = trucks
@@ -174,10 +230,9 @@ fn connection(
         busy_retries: 0,
         latency: Histogram::new(3)?,
     };
-    let mut inflight: VecDeque<(u64, Vec<u8>, Instant)> = VecDeque::new();
     let mut buf = Vec::with_capacity(a.batch * 72);
-    let mut next_id = c << 48;
     let mut fields = [0u8; 56];
+    let (t0, mut sent_rows) = (Instant::now(), 0u64);
     for round in 0..rounds {
         for (k, truck) in trucks.iter().enumerate() {
             for (i, v) in walk[k].iter_mut().enumerate() {
@@ -191,81 +246,231 @@ fn connection(
             }
             push_row(&mut buf, *truck, ts, &fields);
             if buf.len() == a.batch * 72 {
-                send(
-                    &mut client,
-                    &mut inflight,
-                    &mut t,
-                    &mut next_id,
-                    std::mem::take(&mut buf),
-                    a.window,
-                    bar,
-                )?;
+                pace(a, t0, sent_rows);
+                sent_rows += a.batch as u64;
+                let rows = std::mem::take(&mut buf);
+                match &mut sink {
+                    Sink::Binary(b) => b.send(rows)?,
+                    Sink::Http(h) => h.post(&a.table, &rows, &mut t, bar)?,
+                }
             }
         }
     }
-    if !buf.is_empty() {
-        send(
-            &mut client,
-            &mut inflight,
-            &mut t,
-            &mut next_id,
-            buf,
-            a.window,
-            bar,
-        )?;
-    }
-    while !inflight.is_empty() {
-        complete(&mut client, &mut inflight, &mut t, bar)?;
+    match sink {
+        Sink::Binary(mut b) => {
+            if !buf.is_empty() {
+                b.send(buf)?;
+            }
+            let r = b.finish()?;
+            t.rows += r.rows;
+            t.frames += r.frames;
+            t.busy_retries += r.busy_retries;
+            t.latency.add(&r.latency)?;
+        }
+        Sink::Http(mut h) => {
+            if !buf.is_empty() {
+                h.post(&a.table, &buf, &mut t, bar)?;
+            }
+        }
     }
     Ok(t)
 }
 
-fn send(
-    client: &mut Client,
-    inflight: &mut VecDeque<(u64, Vec<u8>, Instant)>,
-    t: &mut Totals,
-    next_id: &mut u64,
-    rows: Vec<u8>,
-    window: usize,
-    bar: &ProgressBar,
-) -> Result<()> {
-    while inflight.len() >= window {
-        complete(client, inflight, t, bar)?;
+/// With `--rate`, sleep until this connection's share of the rate allows
+/// `sent` more rows.
+fn pace(a: &LoadArgs, t0: Instant, sent: u64) {
+    if a.rate == 0 {
+        return;
     }
-    *next_id += 1;
-    client.send(*next_id, &rows)?;
-    client.flush()?;
-    inflight.push_back((*next_id, rows, Instant::now()));
-    Ok(())
+    let per_conn = (a.rate as f64 / a.connections as f64).max(1.0);
+    let due = t0 + Duration::from_secs_f64(sent as f64 / per_conn);
+    std::thread::sleep(due.saturating_duration_since(Instant::now()));
 }
 
-/// Take the oldest frame's response; a `Busy` frame is sent again.
-fn complete(
-    client: &mut Client,
-    inflight: &mut VecDeque<(u64, Vec<u8>, Instant)>,
-    t: &mut Totals,
-    bar: &ProgressBar,
-) -> Result<()> {
-    let Some((id, rows, sent)) = inflight.pop_front() else {
-        return Ok(());
-    };
-    match client.recv()? {
-        Response::Ack {
-            batch_id, rows: n, ..
-        } if batch_id == id => {
-            t.latency.record(sent.elapsed().as_micros() as u64)?;
-            t.rows += u64::from(n);
-            t.frames += 1;
-            bar.inc(u64::from(n));
+/// Frames sent and not yet answered, oldest first: id, rows, send time.
+type Pending = Arc<Mutex<VecDeque<(u64, Vec<u8>, Instant)>>>;
+
+enum Sink {
+    Binary(BinarySink),
+    Http(HttpSink),
+}
+
+/// Binary frames: this thread sends, a second one reads the acks as they
+/// arrive (so latency is measured when the ack lands, not when the sender
+/// gets around to it); at most `window` frames are unanswered.
+struct BinarySink {
+    tx: ClientSender,
+    /// Frames sent and not yet answered, oldest first.
+    pending: Pending,
+    /// One token per frame in flight.
+    slots: crossbeam_channel::Receiver<()>,
+    /// Frames refused `Busy`, to send again.
+    retry: crossbeam_channel::Receiver<(u64, Vec<u8>)>,
+    reader: Option<std::thread::JoinHandle<Result<Totals>>>,
+    next_id: u64,
+}
+
+impl BinarySink {
+    fn new(client: Client, window: usize, first_id: u64, bar: ProgressBar) -> Result<Self> {
+        let (tx, mut rx) = client.split();
+        let pending: Pending = Arc::default();
+        let (slot_tx, slots) = crossbeam_channel::bounded(window);
+        for _ in 0..window {
+            let _ = slot_tx.send(());
         }
-        Response::Error(e) if e.code == ErrorCode::Busy => {
-            t.busy_retries += 1;
-            std::thread::sleep(Duration::from_millis(100));
-            client.send(id, &rows)?;
-            inflight.push_back((id, rows, Instant::now()));
-        }
-        Response::Error(e) => bail!("frame {id} refused: {} ({})", e.message, e.code.name()),
-        other => bail!("unexpected response to frame {id}: {other:?}"),
+        let (retry_tx, retry) = crossbeam_channel::unbounded();
+        let p = pending.clone();
+        let reader = std::thread::spawn(move || -> Result<Totals> {
+            let mut t = Totals {
+                rows: 0,
+                frames: 0,
+                busy_retries: 0,
+                latency: Histogram::new(3)?,
+            };
+            loop {
+                let resp = match rx.recv() {
+                    Ok(r) => r,
+                    // The sender closed the connection after the last ack.
+                    Err(_) if p.lock().map_or(true, |q| q.is_empty()) => return Ok(t),
+                    Err(e) => return Err(e.into()),
+                };
+                let Some((id, rows, sent)) = p.lock().ok().and_then(|mut q| q.pop_front()) else {
+                    bail!("a response to no frame: {resp:?}");
+                };
+                match resp {
+                    Response::Ack {
+                        batch_id, rows: n, ..
+                    } if batch_id == id => {
+                        t.latency.record(sent.elapsed().as_micros() as u64)?;
+                        t.rows += u64::from(n);
+                        t.frames += 1;
+                        bar.inc(u64::from(n));
+                        let _ = slot_tx.send(());
+                    }
+                    Response::Error(e) if e.code == ErrorCode::Busy => {
+                        t.busy_retries += 1;
+                        let _ = retry_tx.send((id, rows));
+                        let _ = slot_tx.send(());
+                    }
+                    Response::Error(e) => {
+                        bail!("frame {id} refused: {} ({})", e.message, e.code.name())
+                    }
+                    other => bail!("unexpected response to frame {id}: {other:?}"),
+                }
+            }
+        });
+        Ok(BinarySink {
+            tx,
+            pending,
+            slots,
+            retry,
+            reader: Some(reader),
+            next_id: first_id,
+        })
     }
-    Ok(())
+
+    fn send(&mut self, rows: Vec<u8>) -> Result<()> {
+        while let Ok((id, again)) = self.retry.try_recv() {
+            std::thread::sleep(Duration::from_millis(100));
+            self.send_frame(id, again)?;
+        }
+        self.next_id += 1;
+        self.send_frame(self.next_id, rows)
+    }
+
+    fn send_frame(&mut self, id: u64, rows: Vec<u8>) -> Result<()> {
+        // Wait for a free slot (an answered frame).
+        self.slots
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the ack reader stopped"))?;
+        if let Ok(mut q) = self.pending.lock() {
+            q.push_back((id, rows.clone(), Instant::now()));
+        }
+        self.tx.send(id, &rows, 72)?;
+        Ok(())
+    }
+
+    /// Wait for every answer (re-sending `Busy` frames), then the totals.
+    fn finish(mut self) -> Result<Totals> {
+        loop {
+            let empty = self.pending.lock().map_or(true, |q| q.is_empty());
+            if let Ok((id, rows)) = self.retry.try_recv() {
+                std::thread::sleep(Duration::from_millis(100));
+                self.send_frame(id, rows)?;
+                continue;
+            }
+            if empty {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.tx.close();
+        match self.reader.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| anyhow::anyhow!("ack reader panicked"))?,
+            None => bail!("no ack reader"),
+        }
+    }
+}
+
+/// Line-protocol batches over HTTP (one request at a time per connection).
+struct HttpSink {
+    agent: ureq::Agent,
+    url: String,
+    text: String,
+}
+
+impl HttpSink {
+    fn new(a: &LoadArgs, d: Durability) -> Self {
+        HttpSink {
+            agent: ureq::AgentBuilder::new().build(),
+            url: format!(
+                "{}/api/v2/write?bucket=telemetry&precision=ms&durability={}",
+                a.http.trim_end_matches('/'),
+                d.name()
+            ),
+            text: String::new(),
+        }
+    }
+
+    /// Turn fixed-width rows back into lines and POST them.
+    fn post(&mut self, table: &str, rows: &[u8], t: &mut Totals, bar: &ProgressBar) -> Result<()> {
+        use std::fmt::Write as _;
+        self.text.clear();
+        for r in rows.chunks_exact(72) {
+            let dev = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
+            let ts = i64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
+            let _ = write!(self.text, "{table},device=truck-{dev} ");
+            for (i, name) in FIELD_NAMES.iter().enumerate() {
+                let v = f64::from_le_bytes(r[16 + i * 8..24 + i * 8].try_into().expect("8 bytes"));
+                let sep = if i == 0 { "" } else { "," };
+                let _ = write!(self.text, "{sep}{name}={v}");
+            }
+            let _ = writeln!(self.text, " {ts}");
+        }
+        let n = (rows.len() / 72) as u64;
+        loop {
+            let t0 = Instant::now();
+            let req = self.agent.post(&self.url).set("Content-Type", "text/plain");
+            match req.send_string(&self.text) {
+                Ok(_) => {
+                    t.latency.record(t0.elapsed().as_micros() as u64)?;
+                    t.rows += n;
+                    t.frames += 1;
+                    bar.inc(n);
+                    return Ok(());
+                }
+                Err(ureq::Error::Status(503, _)) => {
+                    t.busy_retries += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(ureq::Error::Status(code, r)) => {
+                    let body = r.into_string().unwrap_or_default();
+                    bail!("write refused ({code}): {body}")
+                }
+                Err(e) => bail!("posting to {}: {e}", self.url),
+            }
+        }
+    }
 }

@@ -97,9 +97,54 @@ impl Client {
         Response::decode_payload(kind, &p, crc)
     }
 
+    /// Split into a sending and a receiving half, to read responses on
+    /// another thread while frames are sent (pipelining without waiting).
+    pub fn split(self) -> (ClientSender, ClientReceiver) {
+        (ClientSender { wr: self.wr }, ClientReceiver { rd: self.rd })
+    }
+
     /// Send one frame and wait for its response.
     pub fn write(&mut self, batch_id: u64, rows: &[u8]) -> Result<Response> {
         self.send(batch_id, rows)?;
         self.recv()
+    }
+}
+
+/// The sending half of a [`Client`].
+pub struct ClientSender {
+    wr: BufWriter<TcpStream>,
+}
+
+impl ClientSender {
+    /// Send a frame of whole rows of `row_width` bytes, now.
+    pub fn send(&mut self, batch_id: u64, rows: &[u8], row_width: usize) -> Result<()> {
+        let n = rows.len().checked_div(row_width).unwrap_or(0);
+        let h = FrameHeader::for_payload(batch_id, n as u32, rows);
+        self.wr.write_all(&h.encode()).map_err(io)?;
+        self.wr.write_all(rows).map_err(io)?;
+        self.wr.flush().map_err(io)
+    }
+
+    /// Say "no more frames": the server answers what it read, then closes.
+    pub fn close(mut self) {
+        let _ = self.wr.flush();
+        let _ = self.wr.get_ref().shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// The receiving half of a [`Client`].
+pub struct ClientReceiver {
+    rd: BufReader<TcpStream>,
+}
+
+impl ClientReceiver {
+    /// The next response.
+    pub fn recv(&mut self) -> Result<Response> {
+        let mut head = [0u8; RESPONSE_HEADER_LEN];
+        self.rd.read_exact(&mut head).map_err(io)?;
+        let (kind, len, crc) = Response::decode_head(&head)?;
+        let mut p = vec![0u8; len];
+        self.rd.read_exact(&mut p).map_err(io)?;
+        Response::decode_payload(kind, &p, crc)
     }
 }

@@ -318,6 +318,26 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Frames acknowledged",
         stats.frames.load(Relaxed),
     );
+    let http = [
+        (
+            "http_write_rows",
+            "Rows written through the line protocol",
+            &stats.http_rows,
+        ),
+        (
+            "http_write_requests",
+            "Line-protocol requests applied",
+            &stats.http_requests,
+        ),
+        (
+            "http_write_rejected",
+            "Line-protocol requests rejected",
+            &stats.http_rejected,
+        ),
+    ];
+    for (name, help, v) in http {
+        counter(&mut r, name, help, v.load(Relaxed));
+    }
     gauge(
         &mut r,
         "connections_open",
