@@ -304,7 +304,10 @@ fn writers_wait_for_flushes_instead_of_growing_memory() {
             2000
         );
     }
-    assert!(store.stats().hfiles > 10);
+    // Many flushes happened (background compaction may have merged
+    // their files since, so count flushes, not files).
+    let flushes: u64 = store.regions("t").unwrap().iter().map(|r| r.flushes).sum();
+    assert!(flushes > 10, "{flushes} flushes");
 }
 
 #[test]

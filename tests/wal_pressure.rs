@@ -38,11 +38,11 @@ fn long_wal_replays_into_bounded_memstores() {
     };
     let store = open(dir.path(), small);
     store.flush().unwrap();
-    let st = store.stats();
+    // Count flushes, not files: background compaction may merge files.
+    let flushes: u64 = store.regions("t").unwrap().iter().map(|r| r.flushes).sum();
     assert!(
-        st.hfiles >= 20,
-        "replay built one huge memstore ({} files)",
-        st.hfiles
+        flushes >= 20,
+        "replay built one huge memstore ({flushes} flushes)"
     );
     let n: usize = (0..7)
         .map(|d| {
