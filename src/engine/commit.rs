@@ -63,6 +63,9 @@ pub enum Msg {
     Freeze(Option<u32>, Sender<()>),
     /// fdatasync now (used by `Store::sync`).
     Sync(Sender<Result<()>>),
+    /// Check whether idle tables pin the oldest WAL segment (sent by the
+    /// monitor thread, so a pinned WAL is freed even when writes stop).
+    Unpin,
     Shutdown,
 }
 
@@ -158,6 +161,12 @@ impl Committer {
                 }
                 Msg::Sync(reply) => {
                     let _ = reply.send(self.sync_wal());
+                }
+                Msg::Unpin => {
+                    // Ask again even for a segment already asked about:
+                    // writes after that freeze may pin it still.
+                    self.forced_for_segment = None;
+                    self.unpin_wal();
                 }
                 Msg::Shutdown => keep_going = false,
                 Msg::Write(_) => unreachable!("writes are split out above"),

@@ -55,6 +55,8 @@ pub struct Shared {
     poisoned: Mutex<Option<String>>,
     next_file_id: AtomicU64,
     flush_tx: Sender<Option<u32>>,
+    /// The commit thread's queue (the monitor asks it to unpin the WAL).
+    commit_tx: Sender<Msg>,
     progress: (Mutex<u64>, Condvar),
     pub(crate) prefetch: Arc<crate::read::prefetch::Prefetcher>,
     /// Highest sequence number applied to the memstores; reads snapshot it.
@@ -114,6 +116,14 @@ impl Shared {
             .cloned()
             .collect()
     }
+    /// Ask the commit thread to free the oldest WAL segment when more
+    /// than `wal_segments_max` are live.
+    pub(crate) fn request_unpin(&self) {
+        if self.wal().segment_count() > self.opts.wal_segments_max {
+            let _ = self.commit_tx.send(Msg::Unpin);
+        }
+    }
+
     pub(crate) fn request_flush(&self, table: u32) {
         let _ = self.flush_tx.send(Some(table));
     }

@@ -103,6 +103,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     let max_file_id = manifest.state().max_file_id;
     let device_index = super::devices::DeviceIndex::build(manifest.state().devices.iter());
     let (flush_tx, flush_rx) = unbounded();
+    let (commit_tx, commit_rx) = unbounded();
     let (compact_tx, compact_rx) = unbounded();
     let shared = Arc::new(Shared {
         dir: dir.to_path_buf(),
@@ -120,6 +121,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         poisoned: Mutex::new(None),
         next_file_id: AtomicU64::new(max_file_id + 1),
         flush_tx,
+        commit_tx: commit_tx.clone(),
         progress: (Mutex::new(0), Condvar::new()),
         applied_seq: AtomicU64::new(next_seq - 1),
         prefetch: Arc::new(
@@ -142,7 +144,6 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             shared.request_flush(t.id);
         }
     }
-    let (commit_tx, commit_rx) = unbounded();
     let (apply_tx, apply_rx) = bounded(APPLY_QUEUE_GROUPS);
     let committer = Committer::new(shared.clone(), commit_rx, apply_tx, next_seq);
     let applier = Applier {

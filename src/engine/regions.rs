@@ -91,6 +91,7 @@ pub(crate) fn monitor(shared: std::sync::Arc<Shared>, stop: crossbeam_channel::R
     {
         shared.check_hotspots();
         shared.schedule_compactions();
+        shared.request_unpin();
     }
 }
 
