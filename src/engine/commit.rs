@@ -203,7 +203,8 @@ impl Committer {
 
     /// When more than `wal_segments_max` segments are live, ask the apply
     /// thread to freeze (and so flush) every table still holding edits in
-    /// the oldest one — once per oldest segment.
+    /// the oldest one — once per oldest segment (the monitor's `Unpin`
+    /// message asks again every second).
     fn unpin_wal(&mut self) {
         let oldest = {
             let wal = self.shared.wal();
