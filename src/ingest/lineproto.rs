@@ -95,34 +95,17 @@ pub fn prepare(
             schemas.insert(table.to_string(), s);
         }
         let schema = &schemas[table];
-        let mut name = None;
-        let mut tags = Vec::new();
-        for (k, v) in parsed.series.tag_set.iter().flatten() {
-            if k.as_str() == device_tag {
-                name = Some(v.as_str().to_string());
-            } else {
-                tags.push((k.as_str().to_string(), v.as_str().to_string()));
-            }
-        }
-        let name = name.ok_or_else(|| err(format!("no {device_tag:?} tag naming the device")))?;
-        check_device_text(&name, &tags).map_err(err)?;
-        let dev = match device_ix.get(&name) {
-            Some(i) => {
-                p.devices[*i].1 = tags;
-                *i
-            }
-            None => {
-                device_ix.insert(name.clone(), p.devices.len());
-                p.devices.push((name, tags));
-                p.devices.len() - 1
-            }
-        };
-        for (k, _) in &parsed.field_set {
-            if !schema.fields.iter().any(|f| f.name == k.as_str()) {
-                return Err(err(format!(
-                    "field {:?} is not in table {table}",
-                    k.as_str()
-                )));
+        let dev = device_of(&parsed, device_tag, &mut device_ix, &mut p.devices).map_err(err)?;
+        // Every schema field must be present (checked below); with as many
+        // fields in the line, none can be foreign.
+        if parsed.field_set.len() != schema.fields.len() {
+            for (k, _) in &parsed.field_set {
+                if !schema.fields.iter().any(|f| f.name == k.as_str()) {
+                    return Err(err(format!(
+                        "field {:?} is not in table {table}",
+                        k.as_str()
+                    )));
+                }
             }
         }
         fields.clear();
@@ -153,6 +136,47 @@ pub fn prepare(
         p.lines += 1;
     }
     Ok(p)
+}
+
+/// The device a line names (its index in `devices`), allocating only for
+/// a device first seen in this request or whose tags changed.
+fn device_of(
+    parsed: &influxdb_line_protocol::ParsedLine<'_>,
+    device_tag: &str,
+    index: &mut HashMap<String, usize>,
+    devices: &mut Vec<(String, Vec<(String, String)>)>,
+) -> std::result::Result<usize, String> {
+    let tag_set = parsed.series.tag_set.as_deref().unwrap_or(&[]);
+    let name = tag_set
+        .iter()
+        .find(|(k, _)| k.as_str() == device_tag)
+        .map(|(_, v)| v.as_str())
+        .ok_or_else(|| format!("no {device_tag:?} tag naming the device"))?;
+    let others = || tag_set.iter().filter(|(k, _)| k.as_str() != device_tag);
+    if let Some(&i) = index.get(name) {
+        let same = devices[i].1.len() == others().count()
+            && others()
+                .zip(&devices[i].1)
+                .all(|((k, v), (k2, v2))| k.as_str() == k2 && v.as_str() == v2);
+        if same {
+            return Ok(i);
+        }
+    }
+    let tags: Vec<(String, String)> = others()
+        .map(|(k, v)| (k.as_str().to_string(), v.as_str().to_string()))
+        .collect();
+    check_device_text(name, &tags)?;
+    Ok(match index.get(name) {
+        Some(&i) => {
+            devices[i].1 = tags;
+            i
+        }
+        None => {
+            index.insert(name.to_string(), devices.len());
+            devices.push((name.to_string(), tags));
+            devices.len() - 1
+        }
+    })
 }
 
 /// The registry's limits, checked per line (so the line is named).
