@@ -65,18 +65,21 @@ pub fn push_fleet_row(out: &mut Vec<u8>, device: u64, round: u64, interval_ms: i
     push_row(out, device, ts, &bytes);
 }
 
+/// Field names of the `readings` schema, in order (all f64).
+pub const READINGS_FIELDS: [&str; 7] = [
+    "latitude",
+    "longitude",
+    "elevation",
+    "velocity",
+    "heading",
+    "grade",
+    "fuel_consumption",
+];
+
 /// The 7-field `readings` schema used by fleet benchmarks.
 pub fn readings_schema(name: &str) -> crate::TableSchema {
     use crate::schema::{Field, FieldType, TableOptions, TableSchema};
-    let names = [
-        "latitude",
-        "longitude",
-        "elevation",
-        "velocity",
-        "heading",
-        "grade",
-        "fuel_consumption",
-    ];
+    let names = READINGS_FIELDS;
     TableSchema::new(
         name,
         names

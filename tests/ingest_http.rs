@@ -24,22 +24,10 @@ fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {
     (dir, store, run, http)
 }
 
-/// One HTTP/1.1 request; returns (status, body).
+/// One HTTP/1.1 request with a JSON body; returns (status, body).
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status = resp[9..12].parse().unwrap();
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let json = "Content-Type: application/json\r\n";
+    request(addr, method, path, json, body.as_bytes())
 }
 
 #[test]
@@ -102,9 +90,20 @@ fn health_tables_and_metrics() {
 }
 
 fn http_bytes(addr: SocketAddr, path: &str, extra_headers: &str, body: &[u8]) -> (u16, String) {
+    request(addr, "POST", path, extra_headers, body)
+}
+
+/// One HTTP/1.1 request; returns (status, body).
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &[u8],
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\n{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).unwrap();

@@ -253,14 +253,7 @@ fn sigkill_of_the_daemon_under_load_loses_no_acked_batch() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let addr = loop {
-            let mut line = String::new();
-            assert!(err.read_line(&mut line).unwrap() > 0, "daemon exited");
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
+        let (addr, err) = listen_addr(&mut child);
         std::thread::spawn(move || for _ in err.lines() {});
         let addr2 = addr.clone();
         let writer = std::thread::spawn(move || {
@@ -372,14 +365,7 @@ fn serve_reads_its_config_file_and_sigterm_stops_it_cleanly() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let addr = loop {
-        let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "daemon exited");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
+    let (addr, err) = listen_addr(&mut child);
     let logs = std::thread::spawn(move || err.lines().map_while(|l| l.ok()).collect::<Vec<_>>());
     assert!(
         Client::connect(addr.as_str(), "t", Durability::Sync, "").is_err(),
@@ -407,5 +393,17 @@ fn serve_reads_its_config_file_and_sigterm_stops_it_cleanly() {
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for b in 0..10u64 {
         assert_eq!(count(&store, b), 3);
+    }
+}
+
+/// The binary-protocol address a spawned daemon logs, and its stderr.
+fn listen_addr(child: &mut std::process::Child) -> (String, BufReader<std::process::ChildStderr>) {
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "daemon exited");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            return (rest.split_whitespace().next().unwrap().to_string(), err);
+        }
     }
 }

@@ -14,7 +14,7 @@ use telestore::ingest::client::{Client, ClientSender};
 use telestore::ingest::proto::{ErrorCode, Response};
 use telestore::schema::batch::push_row;
 use telestore::schema::parse_duration_ms;
-use telestore::testkit::FLEET_T0_MS;
+use telestore::testkit::{FLEET_T0_MS, READINGS_FIELDS};
 use telestore::Durability;
 
 #[derive(Args, Debug)]
@@ -72,20 +72,10 @@ pub struct LoadArgs {
     rate: u64,
 }
 
-const FIELD_NAMES: [&str; 7] = [
-    "latitude",
-    "longitude",
-    "elevation",
-    "velocity",
-    "heading",
-    "grade",
-    "fuel_consumption",
-];
-
 /// Create the table over HTTP if it does not exist (best effort: a daemon
 /// without HTTP, or an existing table, is fine).
 fn ensure_table(a: &LoadArgs) {
-    let fields: Vec<serde_json::Value> = FIELD_NAMES
+    let fields: Vec<serde_json::Value> = READINGS_FIELDS
         .iter()
         .map(|n| serde_json::json!({ "name": n, "type": "f64" }))
         .collect();
@@ -442,7 +432,7 @@ impl HttpSink {
             let dev = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
             let ts = i64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
             let _ = write!(self.text, "{table},device=truck-{dev} ");
-            for (i, name) in FIELD_NAMES.iter().enumerate() {
+            for (i, name) in READINGS_FIELDS.iter().enumerate() {
                 let v = f64::from_le_bytes(r[16 + i * 8..24 + i * 8].try_into().expect("8 bytes"));
                 let sep = if i == 0 { "" } else { "," };
                 let _ = write!(self.text, "{sep}{name}={v}");

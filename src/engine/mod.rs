@@ -402,8 +402,19 @@ impl Store {
     /// Write a batch of rows (`device u64 LE | ts i64 LE | fields`, fixed
     /// width). All rows or none are applied.
     pub fn write(&self, table: &str, rows: &[u8], durability: Durability) -> Result<WriteAck> {
+        self.write_vec(table, rows.to_vec(), durability)
+    }
+
+    /// [`Store::write`] taking the rows by value (no copy: the daemon hands
+    /// over the frame it read).
+    pub fn write_vec(
+        &self,
+        table: &str,
+        rows: Vec<u8>,
+        durability: Durability,
+    ) -> Result<WriteAck> {
         let t = self.shared.table(table)?;
-        let batch = Batch::new(rows, t.schema.row_width())?;
+        let n = Batch::new(&rows, t.schema.row_width())?.len() as u64;
         if rows.len() > crate::wal::frame::FRAME_PAYLOAD_MAX {
             return Err(Error::invalid(
                 "batch",
@@ -414,8 +425,7 @@ impl Store {
                 ),
             ));
         }
-        let n = batch.len() as u64;
-        let first_seq = self.submit(t, Op::Put(rows.to_vec()), durability)?;
+        let first_seq = self.submit(t, Op::Put(rows), durability)?;
         Ok(WriteAck {
             first_seq,
             rows: n,

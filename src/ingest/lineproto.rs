@@ -254,8 +254,12 @@ pub fn apply(store: &Store, p: Prepared, durability: Durability) -> Result<usize
             row[..8].copy_from_slice(&ids[*dev].to_le_bytes());
         }
         let per = (crate::wal::frame::FRAME_PAYLOAD_MAX / width).max(1);
-        for chunk in rows.chunks(per * width) {
-            store.write(&table, chunk, durability)?;
+        if rows.len() <= per * width {
+            store.write_vec(&table, rows, durability)?;
+        } else {
+            for chunk in rows.chunks(per * width) {
+                store.write(&table, chunk, durability)?;
+            }
         }
         n += devs.len();
     }

@@ -227,7 +227,7 @@ async fn connection(
         }
         stats.bytes.fetch_add(payload.len() as u64, Relaxed);
         let (store, table, d) = (store.clone(), table.clone(), hs.durability);
-        let job = tokio::task::spawn_blocking(move || store.write(&table, &payload, d));
+        let job = tokio::task::spawn_blocking(move || store.write_vec(&table, payload, d));
         let _ = tx.send(Pending::Write {
             batch_id: f.batch_id,
             rows: f.rows,
