@@ -18,6 +18,7 @@ pub mod io;
 pub mod key;
 pub mod manifest;
 pub mod memstore;
+pub mod query;
 pub mod read;
 pub mod region;
 pub mod schema;

@@ -5,8 +5,10 @@ mod compact;
 mod compaction_sim;
 mod crash;
 mod devices;
+mod export;
 mod keydesign;
 mod load;
+mod query;
 mod regions;
 mod serve;
 mod sustained;
@@ -56,6 +58,11 @@ pub enum Cmd {
     Devices(devices::DevicesArgs),
     /// Compact a table's regions now (minor by default, --major for all).
     Compact(compact::CompactArgs),
+    /// Read a table: latest, range, scan or agg (embedded, or --server).
+    #[command(subcommand)]
+    Query(query::QueryCmd),
+    /// Export a table's rows over a window to Arrow IPC or Parquet.
+    Export(export::ExportArgs),
     /// Test helpers (used by the crash tests).
     #[command(subcommand, hide = true)]
     Debug(crash::DebugCmd),
@@ -71,8 +78,10 @@ pub struct DirArg {
 
 /// Parse arguments and run; returns the process exit code.
 pub fn run() -> i32 {
-    init_logging();
     let cli = Cli::parse();
+    // Query and export print results: only warnings go to stderr.
+    let quiet = matches!(cli.cmd, Cmd::Query(_) | Cmd::Export(_));
+    init_logging(if quiet { "warn" } else { "info" });
     let res: Result<()> = match cli.cmd {
         Cmd::Bench(b) => bench::run(b),
         Cmd::Table(t) => table::run(t),
@@ -81,20 +90,49 @@ pub fn run() -> i32 {
         Cmd::Serve(s) => serve::run(s),
         Cmd::Load(l) => load::run(l),
         Cmd::Devices(d) => devices::run(d),
+        Cmd::Query(q) => query::run(q),
+        Cmd::Export(e) => export::run(e),
         Cmd::Debug(d) => crash::run(d),
     };
     match res {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
-            1
+            if is_usage_error(&e) {
+                2
+            } else {
+                1
+            }
         }
     }
 }
 
-fn init_logging() {
+/// A mistake in the command's arguments (exit code 2), as opposed to a
+/// failure while running it (exit code 1).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn is_usage_error(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<UsageError>()
+            || matches!(
+                c.downcast_ref::<telestore::Error>(),
+                Some(telestore::Error::InvalidInput { .. } | telestore::Error::UnknownTable(_))
+            )
+    })
+}
+
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

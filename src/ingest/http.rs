@@ -1,5 +1,6 @@
 //! The daemon's HTTP side: `GET /health`, `GET /metrics` (Prometheus /
-//! OpenMetrics text), `GET /api/v1/tables` and `POST /api/v1/tables`.
+//! OpenMetrics text), `GET /api/v1/tables` and `POST /api/v1/tables`,
+//! line-protocol writes, and the query endpoints of [`super::query_http`].
 
 use super::lineproto::{self, Precision};
 use super::proto::ErrorCode;
@@ -41,6 +42,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/api/v1/tables", get(list_tables).post(create_table))
+        .route("/api/v1/query", get(super::query_http::query))
+        .route("/api/v1/export", get(super::query_http::export))
         .route("/api/v2/write", post(write_lines))
         .route("/write", post(write_lines))
         .layer(DefaultBodyLimit::max(WRITE_BODY_MAX))

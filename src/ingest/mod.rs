@@ -7,4 +7,5 @@ pub mod client;
 pub mod http;
 pub mod lineproto;
 pub mod proto;
+pub mod query_http;
 pub mod server;

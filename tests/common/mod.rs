@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod mixed;
+
 use telestore::schema::batch::push_row;
 use telestore::schema::{Field, FieldType, TableOptions, TableSchema};
 use telestore::{Options, Store};

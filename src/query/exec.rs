@@ -1,0 +1,229 @@
+//! Run a [`Plan`] against a store, producing Arrow record batches.
+
+use super::agg::{Aggregator, GroupBy};
+use super::columns::{DeviceDict, RowBatcher, RowLayout};
+use super::plan::{Devices, Kind, Plan};
+use crate::error::{Error, Result};
+use crate::key::DeviceId;
+use crate::read::{Order, RowView};
+use crate::Store;
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Up to this many selected devices are read with one seek each; more
+/// are read by the table-wide parallel scan, filtered.
+pub const PER_DEVICE_SEEKS_MAX: usize = 256;
+
+/// A plan with its output shape decided.
+pub struct Prepared {
+    plan: Plan,
+    shape: Shape,
+}
+
+enum Shape {
+    Rows(Arc<RowLayout>),
+    Agg(Box<Aggregator>),
+}
+
+/// Summary of a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunStats {
+    /// Rows read from the engine (before aggregation).
+    pub rows_read: u64,
+    /// Rows sent to the sink.
+    pub rows_out: u64,
+    pub batches: u64,
+}
+
+/// The device dictionary for a result: the selected devices' names, or
+/// the whole registry when all devices are read; None when no selected
+/// device has a name.
+fn device_dict(store: &Store, devices: &Devices) -> Option<DeviceDict> {
+    let names: Vec<(u64, String)> = match devices {
+        Devices::All => store
+            .devices(None)
+            .into_iter()
+            .map(|(id, e)| (id, e.name))
+            .collect(),
+        Devices::Some(ids) => ids
+            .iter()
+            .filter_map(|&id| store.device(id).map(|e| (id, e.name)))
+            .collect(),
+    };
+    (!names.is_empty()).then(|| DeviceDict::new(names))
+}
+
+impl Prepared {
+    pub fn new(store: &Store, plan: Plan) -> Prepared {
+        let dict = device_dict(store, &plan.devices);
+        let meta = plan.window_meta();
+        let shape = match &plan.agg {
+            None => Shape::Rows(Arc::new(RowLayout::new(
+                &plan.schema,
+                &plan.fields,
+                dict,
+                meta,
+            ))),
+            Some((func, every, group)) => {
+                let tags = match group {
+                    GroupBy::Tag(k) => store
+                        .devices(None)
+                        .into_iter()
+                        .filter_map(|(id, e)| {
+                            e.tags
+                                .into_iter()
+                                .find(|(tk, _)| tk == k)
+                                .map(|(_, v)| (id, v))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                Shape::Agg(Box::new(Aggregator::new(
+                    &plan.schema,
+                    &plan.fields,
+                    *func,
+                    *every,
+                    group.clone(),
+                    dict,
+                    tags,
+                    meta,
+                    plan.batch_rows,
+                )))
+            }
+        };
+        Prepared { plan, shape }
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        match &self.shape {
+            Shape::Rows(l) => l.schema.clone(),
+            Shape::Agg(a) => a.schema(),
+        }
+    }
+
+    /// Run to completion, handing each batch to `sink`. A sink error
+    /// stops the scan and is returned.
+    pub fn run(
+        self,
+        store: &Store,
+        sink: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<RunStats> {
+        let Prepared { plan, shape } = self;
+        let mut stats = RunStats::default();
+        let mut left = plan.limit.unwrap_or(u64::MAX);
+        let mut limited = |b: RecordBatch| -> Result<()> {
+            if left == 0 {
+                return Ok(());
+            }
+            let b = if b.num_rows() as u64 > left {
+                b.slice(0, left as usize)
+            } else {
+                b
+            };
+            left -= b.num_rows() as u64;
+            stats.rows_out += b.num_rows() as u64;
+            stats.batches += 1;
+            sink(b)
+        };
+        let mut failed: Option<Error> = None;
+        let rows_read = match shape {
+            Shape::Rows(layout) => {
+                let mut batcher = RowBatcher::new(layout, plan.batch_rows);
+                let limit = plan.limit.unwrap_or(u64::MAX);
+                let mut n = 0u64;
+                read_rows(store, &plan, &mut |r| {
+                    n += 1;
+                    if batcher.push(&r) {
+                        if let Some(b) = batcher.take() {
+                            if let Err(e) = limited(b) {
+                                failed = Some(e);
+                                return false;
+                            }
+                        }
+                    }
+                    n < limit
+                })?;
+                if let Some(e) = failed.take() {
+                    return Err(e);
+                }
+                if let Some(b) = batcher.take() {
+                    limited(b)?;
+                }
+                n
+            }
+            Shape::Agg(mut agg) => {
+                let mut n = 0u64;
+                let limit = plan.limit.unwrap_or(u64::MAX);
+                read_rows(store, &plan, &mut |r| {
+                    n += 1;
+                    if let Err(e) = agg.push(&r, &mut limited) {
+                        failed = Some(e);
+                        return false;
+                    }
+                    agg.emitted() < limit
+                })?;
+                if let Some(e) = failed.take() {
+                    return Err(e);
+                }
+                agg.finish(&mut limited)?;
+                n
+            }
+        };
+        stats.rows_read = rows_read;
+        Ok(stats)
+    }
+}
+
+/// Visit the plan's rows (before aggregation) until `visit` says stop.
+fn read_rows(store: &Store, plan: &Plan, visit: &mut dyn FnMut(RowView<'_>) -> bool) -> Result<()> {
+    let table = plan.schema.name.as_str();
+    if plan.kind == Kind::Latest {
+        let Devices::Some(ids) = &plan.devices else {
+            return Err(Error::invalid("--device", "exactly one device is needed"));
+        };
+        for r in store.latest(table, ids[0], plan.n)? {
+            let v = RowView {
+                device: DeviceId(r.device),
+                ts: r.ts,
+                seq: r.seq,
+                fields: &r.fields,
+            };
+            if !visit(v) {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    let Some((from, to)) = plan.inclusive_window() else {
+        return Ok(());
+    };
+    let order = if plan.kind == Kind::Range {
+        plan.order
+    } else {
+        Order::NewestFirst
+    };
+    match &plan.devices {
+        Devices::Some(ids) if ids.len() <= PER_DEVICE_SEEKS_MAX => {
+            let mut more = true;
+            for &id in ids {
+                store.scan_with(table, id, from, to, order, |r| {
+                    more = visit(r);
+                    more
+                })?;
+                if !more {
+                    break;
+                }
+            }
+        }
+        Devices::Some(ids) => {
+            let set: HashSet<u64> = ids.iter().copied().collect();
+            store.scan_all(table, from, to, |r| !set.contains(&r.device.0) || visit(r))?;
+        }
+        Devices::All => {
+            store.scan_all(table, from, to, visit)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! Writing record batches for people and pipes: an aligned table, CSV,
+//! JSON lines, a JSON array, or an Arrow IPC stream. Used by the CLI
+//! (for embedded and `--server` results alike) and by the daemon's HTTP
+//! query endpoints.
+
+use super::time::format_ms;
+use crate::error::{Error, Result};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float32Type, Float64Type, Int32Type, Int64Type, TimestampMillisecondType, UInt32Type,
+    UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{DataType, SchemaRef};
+use std::io::Write;
+
+/// An output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Aligned columns for a terminal.
+    Table,
+    /// RFC 4180 CSV with a header row.
+    Csv,
+    /// One JSON object per line.
+    Jsonl,
+    /// One JSON array of objects.
+    Json,
+    /// Arrow IPC stream (binary).
+    Arrow,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Table => "text/plain; charset=utf-8",
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Jsonl => "application/x-ndjson",
+            Format::Json => "application/json",
+            Format::Arrow => "application/vnd.apache.arrow.stream",
+        }
+    }
+}
+
+/// One value, rendered.
+enum Cell {
+    Null,
+    Num(String),
+    Text(String),
+    Bool(bool),
+}
+
+impl Cell {
+    fn text(&self) -> &str {
+        match self {
+            Cell::Null => "",
+            Cell::Num(s) | Cell::Text(s) => s,
+            Cell::Bool(true) => "true",
+            Cell::Bool(false) => "false",
+        }
+    }
+
+    fn json(self) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            Cell::Null => Value::Null,
+            Cell::Text(s) => Value::String(s),
+            Cell::Bool(b) => Value::Bool(b),
+            // Numbers were rendered by Rust's shortest round-trip form,
+            // which JSON parses back exactly; NaN/inf become null.
+            Cell::Num(s) => serde_json::from_str(&s).unwrap_or(Value::Null),
+        }
+    }
+}
+
+fn float(v: f64) -> Cell {
+    if v.is_finite() {
+        Cell::Num(format!("{v:?}"))
+    } else {
+        Cell::Text(v.to_string())
+    }
+}
+
+fn cell(col: &ArrayRef, i: usize) -> Cell {
+    if col.is_null(i) {
+        return Cell::Null;
+    }
+    match col.data_type() {
+        DataType::Float64 => float(col.as_primitive::<Float64Type>().value(i)),
+        DataType::Float32 => float(col.as_primitive::<Float32Type>().value(i).into()),
+        DataType::Int64 => Cell::Num(col.as_primitive::<Int64Type>().value(i).to_string()),
+        DataType::Int32 => Cell::Num(col.as_primitive::<Int32Type>().value(i).to_string()),
+        DataType::UInt64 => Cell::Num(col.as_primitive::<UInt64Type>().value(i).to_string()),
+        DataType::UInt32 => Cell::Num(col.as_primitive::<UInt32Type>().value(i).to_string()),
+        DataType::Boolean => Cell::Bool(col.as_boolean().value(i)),
+        DataType::Utf8 => Cell::Text(col.as_string::<i32>().value(i).to_string()),
+        DataType::Timestamp(_, _) => Cell::Text(format_ms(
+            col.as_primitive::<TimestampMillisecondType>().value(i),
+        )),
+        DataType::Dictionary(_, _) => {
+            let d = col.as_dictionary::<UInt32Type>();
+            let k = d.keys().value(i) as usize;
+            Cell::Text(d.values().as_string::<i32>().value(k).to_string())
+        }
+        other => Cell::Text(format!("<{other}>")),
+    }
+}
+
+/// Writes batches in one format to `w`.
+pub struct Printer<W: Write> {
+    format: Format,
+    schema: SchemaRef,
+    state: State<W>,
+    rows: u64,
+}
+
+enum State<W: Write> {
+    Text {
+        w: W,
+        widths: Vec<usize>,
+        started: bool,
+    },
+    Csv(csv::Writer<W>),
+    Arrow(StreamWriter<W>),
+}
+
+fn arrow_err(e: arrow_schema::ArrowError) -> Error {
+    Error::invalid("arrow output", e.to_string())
+}
+
+fn io_err(e: std::io::Error) -> Error {
+    Error::io("output", e)
+}
+
+impl<W: Write> Printer<W> {
+    pub fn new(format: Format, schema: SchemaRef, w: W) -> Result<Self> {
+        let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let state = match format {
+            Format::Arrow => State::Arrow(StreamWriter::try_new(w, &schema).map_err(arrow_err)?),
+            Format::Csv => {
+                let mut c = csv::Writer::from_writer(w);
+                c.write_record(&names).map_err(csv_err)?;
+                State::Csv(c)
+            }
+            _ => State::Text {
+                w,
+                widths: names.iter().map(|n| n.len()).collect(),
+                started: false,
+            },
+        };
+        Ok(Printer {
+            format,
+            schema,
+            state,
+            rows: 0,
+        })
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
+        self.rows += b.num_rows() as u64;
+        let names: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        match &mut self.state {
+            State::Arrow(w) => w.write(b).map_err(arrow_err),
+            State::Csv(c) => {
+                for i in 0..b.num_rows() {
+                    let cells: Vec<Cell> = b.columns().iter().map(|col| cell(col, i)).collect();
+                    c.write_record(cells.iter().map(Cell::text))
+                        .map_err(csv_err)?;
+                }
+                Ok(())
+            }
+            State::Text { w, widths, started } => match self.format {
+                Format::Table => write_table(w, &names, widths, started, b),
+                _ => write_json(w, self.format, &names, started, b),
+            },
+        }
+    }
+
+    /// Finish the output (trailers, headers of an empty table).
+    pub fn finish(self) -> Result<W> {
+        let names: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        match self.state {
+            State::Arrow(mut w) => {
+                w.finish().map_err(arrow_err)?;
+                w.into_inner().map_err(arrow_err)
+            }
+            State::Csv(c) => c.into_inner().map_err(|e| io_err(e.into_error())),
+            State::Text {
+                mut w,
+                widths,
+                mut started,
+            } => {
+                match self.format {
+                    Format::Table if !started => table_header(&mut w, &names, &widths)?,
+                    Format::Json if !started => w.write_all(b"[]\n").map_err(io_err)?,
+                    Format::Json => w.write_all(b"\n]\n").map_err(io_err)?,
+                    _ => {}
+                }
+                started = true;
+                let _ = started;
+                w.flush().map_err(io_err)?;
+                Ok(w)
+            }
+        }
+    }
+}
+
+fn csv_err(e: csv::Error) -> Error {
+    Error::invalid("csv output", e.to_string())
+}
+
+fn table_header<W: Write>(w: &mut W, names: &[&str], widths: &[usize]) -> Result<()> {
+    let head: Vec<String> = names
+        .iter()
+        .zip(widths)
+        .map(|(n, wd)| format!("{n:<wd$}"))
+        .collect();
+    let rule: Vec<String> = widths.iter().map(|wd| "-".repeat(*wd)).collect();
+    writeln!(w, "{}", head.join("  ").trim_end()).map_err(io_err)?;
+    writeln!(w, "{}", rule.join("  ")).map_err(io_err)
+}
+
+/// Columns are as wide as the widest value seen so far; a later, wider
+/// value widens its column from then on.
+fn write_table<W: Write>(
+    w: &mut W,
+    names: &[&str],
+    widths: &mut [usize],
+    started: &mut bool,
+    b: &RecordBatch,
+) -> Result<()> {
+    let rows: Vec<Vec<Cell>> = (0..b.num_rows())
+        .map(|i| b.columns().iter().map(|c| cell(c, i)).collect())
+        .collect();
+    for r in &rows {
+        for (wd, c) in widths.iter_mut().zip(r) {
+            *wd = (*wd).max(c.text().chars().count());
+        }
+    }
+    if !*started {
+        table_header(w, names, widths)?;
+        *started = true;
+    }
+    let mut line = String::new();
+    for r in rows {
+        line.clear();
+        for (j, (c, wd)) in r.iter().zip(widths.iter()).enumerate() {
+            if j > 0 {
+                line.push_str("  ");
+            }
+            let s = c.text();
+            let pad = wd.saturating_sub(s.chars().count());
+            if matches!(c, Cell::Num(_)) {
+                line.extend(std::iter::repeat_n(' ', pad));
+                line.push_str(s);
+            } else {
+                line.push_str(s);
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        writeln!(w, "{}", line.trim_end()).map_err(io_err)?;
+    }
+    Ok(())
+}
+
+fn write_json<W: Write>(
+    w: &mut W,
+    format: Format,
+    names: &[&str],
+    started: &mut bool,
+    b: &RecordBatch,
+) -> Result<()> {
+    for i in 0..b.num_rows() {
+        let mut obj = serde_json::Map::with_capacity(names.len());
+        for (n, c) in names.iter().zip(b.columns()) {
+            obj.insert((*n).to_string(), cell(c, i).json());
+        }
+        let text = serde_json::Value::Object(obj).to_string();
+        let sep: &[u8] = match (format, *started) {
+            (Format::Json, false) => b"[\n",
+            (Format::Json, true) => b",\n",
+            _ => b"",
+        };
+        *started = true;
+        w.write_all(sep).map_err(io_err)?;
+        w.write_all(text.as_bytes()).map_err(io_err)?;
+        if format == Format::Jsonl {
+            w.write_all(b"\n").map_err(io_err)?;
+        }
+    }
+    Ok(())
+}
