@@ -196,6 +196,11 @@ fn scans_select_devices_by_tag_list_or_all() {
     assert!(run(&store, &p).is_empty());
 }
 
+/// (ts, values, device)
+type Reading = (i64, Vals, u64);
+/// Edits one parameter.
+type Edit = Box<dyn Fn(&mut Params)>;
+
 /// Reference aggregation over the model.
 fn model_agg(
     m: &Model,
@@ -204,7 +209,7 @@ fn model_agg(
     every: i64,
     group: &dyn Fn(u64) -> Value,
 ) -> BTreeMap<(String, i64), Map<String, Value>> {
-    let mut buckets: BTreeMap<(String, i64), Vec<(i64, Vals, u64)>> = BTreeMap::new();
+    let mut buckets: BTreeMap<(String, i64), Vec<Reading>> = BTreeMap::new();
     for ((d, ts), v) in &m.rows {
         if devices.contains(d) {
             let g = group(*d).to_string();
@@ -331,7 +336,7 @@ fn agg_matches_the_model_for_every_function_and_grouping() {
 #[test]
 fn bad_arguments_are_refused_naming_the_argument() {
     let (_d, store, _m) = setup();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Params)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("--table", Box::new(|p| p.table = "nope".into())),
         ("--fields", Box::new(|p| p.fields = Some("f,nope".into()))),
         (

@@ -8,17 +8,18 @@ export CARGO_TERM_COLOR=never
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# The InfluxDB compatibility test drives the official Python client: install
-# it in a virtualenv under target/ (skipped, and said so, without python3).
+# Compatibility tests drive real Python consumers: the official InfluxDB
+# client (writes) and pyarrow + duckdb (they read our exports). Install them
+# in a virtualenv under target/ (skipped, and said so, without python3).
 if command -v python3 >/dev/null 2>&1; then
-  step "python influxdb-client (virtualenv in target/pyenv)"
-  if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c "import influxdb_client" 2>/dev/null; then
+  step "python influxdb-client, pyarrow, duckdb (virtualenv in target/pyenv)"
+  if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c "import influxdb_client, pyarrow, duckdb" 2>/dev/null; then
     python3 -m venv target/pyenv
-    target/pyenv/bin/pip install --quiet --disable-pip-version-check influxdb-client
+    target/pyenv/bin/pip install --quiet --disable-pip-version-check influxdb-client pyarrow duckdb
   fi
   export TELESTORE_PYTHON="$PWD/target/pyenv/bin/python"
 else
-  echo "python3 not found: the influxdb-client compatibility test will be skipped"
+  echo "python3 not found: the Python compatibility tests (influxdb-client, pyarrow, duckdb) will be skipped"
 fi
 
 step "cargo fmt --check"

@@ -59,7 +59,7 @@ impl Vals {
             j: k as i32 - 100,
             u: (d % 1000) * 1_000_000 + k + gen,
             w: k as u32,
-            b: k % 3 == 0,
+            b: k.is_multiple_of(3),
         }
     }
 
