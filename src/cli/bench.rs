@@ -28,6 +28,9 @@ pub enum BenchCmd {
     /// Continuous ingest with background flushes and compactions; prints
     /// file counts, write amplification and read latency over time.
     Sustained(super::sustained::SustainedArgs),
+    /// Query and export speed: `latest` and one-day range latency
+    /// percentiles (warm), export rows/s (issue 6).
+    Query(super::bench_query::QueryBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -73,6 +76,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::KeyDesign(a) => return keydesign::run(a),
         BenchCmd::CompactionSim(a) => return super::compaction_sim::run(a),
         BenchCmd::Sustained(a) => return super::sustained::run(a),
+        BenchCmd::Query(a) => return super::bench_query::run(a),
     };
     let durability = Durability::parse(&a.durability)?;
     if a.dir.exists() {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use telestore::query::export::{Codec, FileFormat, FileSink};
+use telestore::query::export::{BackgroundSink, Codec, FileFormat, FileSink};
 use telestore::query::{Kind, Params};
 use telestore::Options;
 
@@ -65,7 +65,7 @@ fn format_from_path(p: &Path) -> FileFormat {
 
 /// The file plus a progress bar and the interrupt flag.
 struct Exporter {
-    file: FileSink,
+    file: BackgroundSink,
     bar: ProgressBar,
     stop: Arc<AtomicBool>,
 }
@@ -75,7 +75,7 @@ impl BatchSink for Exporter {
         if self.stop.load(Ordering::Relaxed) {
             return Err(telestore::Error::invalid("export", "interrupted"));
         }
-        self.file.write(b)?;
+        self.file.write(b.clone())?;
         self.bar.set_position(self.file.rows());
         Ok(())
     }
@@ -119,7 +119,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
     );
     let make = |schema| {
         Ok(Exporter {
-            file: FileSink::create(&a.out, format, codec, &schema)?,
+            file: BackgroundSink::spawn(FileSink::create(&a.out, format, codec, &schema)?),
             bar: bar.clone(),
             stop: stop.clone(),
         })

@@ -1,6 +1,7 @@
 //! Command-line interface. `main` only calls [`run`].
 
 mod bench;
+mod bench_query;
 mod compact;
 mod compaction_sim;
 mod crash;

@@ -13,6 +13,9 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+/// Rows per Parquet row group.
+pub const PARQUET_ROW_GROUP_ROWS: usize = 256 * 1024;
+
 /// A file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
 pub enum FileFormat {
@@ -124,7 +127,12 @@ impl FileSink {
                     Codec::Zstd => Compression::ZSTD(ZstdLevel::default()),
                     Codec::Lz4 => Compression::LZ4_RAW,
                 };
-                let props = WriterProperties::builder().set_compression(c).build();
+                // Parquet buffers a whole row group before writing it: a
+                // smaller group than the default (1 Mi rows) bounds memory.
+                let props = WriterProperties::builder()
+                    .set_compression(c)
+                    .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS))
+                    .build();
                 Inner::Parquet(Box::new(
                     ArrowWriter::try_new(file, schema.clone(), Some(props))
                         .map_err(|e| Error::invalid("export", e.to_string()))?,
@@ -191,6 +199,85 @@ impl Drop for FileSink {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Batches queued between the query and the file writer thread.
+const WRITER_QUEUE: usize = 4;
+
+/// A [`FileSink`] fed from another thread: encoding, compression and
+/// `write(2)` (which blocks when the kernel throttles dirty pages) overlap
+/// with the scan instead of stalling it. Memory stays bounded: at most
+/// [`WRITER_QUEUE`] batches wait.
+pub struct BackgroundSink {
+    tx: Option<crossbeam_channel::Sender<RecordBatch>>,
+    handle: Option<std::thread::JoinHandle<Result<FileSink>>>,
+    rows: u64,
+}
+
+impl BackgroundSink {
+    pub fn spawn(mut sink: FileSink) -> Self {
+        let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(WRITER_QUEUE);
+        let handle = std::thread::Builder::new()
+            .name("telestore-export".into())
+            .spawn(move || {
+                for b in rx {
+                    sink.write(&b)?;
+                }
+                Ok(sink)
+            })
+            .expect("spawn the export writer thread");
+        BackgroundSink {
+            tx: Some(tx),
+            handle: Some(handle),
+            rows: 0,
+        }
+    }
+
+    /// Rows handed over so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn write(&mut self, b: RecordBatch) -> Result<()> {
+        self.rows += b.num_rows() as u64;
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(b).is_ok());
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: report its error.
+        Err(self
+            .join()
+            .err()
+            .unwrap_or_else(|| Error::io("export", std::io::Error::other("export writer stopped"))))
+    }
+
+    fn join(&mut self) -> Result<FileSink> {
+        self.tx = None;
+        match self.handle.take() {
+            Some(h) => h.join().map_err(|_| {
+                Error::io("export", std::io::Error::other("export writer panicked"))
+            })?,
+            None => Err(Error::io(
+                "export",
+                std::io::Error::other("export writer gone"),
+            )),
+        }
+    }
+
+    /// Wait for the writer, then complete the file as [`FileSink::commit`].
+    pub fn commit(mut self) -> Result<PathBuf> {
+        self.join()?.commit()
+    }
+}
+
+impl Drop for BackgroundSink {
+    /// Not committed: stop the writer; its FileSink removes the file.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
         }
     }
 }

@@ -79,9 +79,12 @@ impl Visibility {
     }
 
     fn hidden_by_range(&self, d: DeviceId, ts: i64, seq: u64) -> bool {
-        self.tombstones
-            .get(&d)
-            .is_some_and(|v| v.iter().any(|t| t.hides(d, ts, seq)))
+        // Most reads see no range tombstone: skip hashing the device.
+        !self.tombstones.is_empty()
+            && self
+                .tombstones
+                .get(&d)
+                .is_some_and(|v| v.iter().any(|t| t.hides(d, ts, seq)))
     }
 }
 
@@ -96,7 +99,15 @@ pub fn merge_visible(
     let mut dead = false;
     let mut emitted = 0u32;
     let mut n = 0u64;
-    while let Some(i) = min_source(&sources) {
+    // Exhausted sources (often an empty memstore) are dropped so that the
+    // common case, one file per region, skips the comparisons entirely.
+    sources.retain(|s| s.current().is_some());
+    loop {
+        let i = match sources.len() {
+            0 => break,
+            1 => 0,
+            _ => min_source(&sources).expect("every kept source has a cell"),
+        };
         let c = CellRef(sources[i].current().expect("min source has a cell"));
         if cur.as_ref() != Some(c.key()) {
             cur = Some(*c.key());
@@ -127,6 +138,9 @@ pub fn merge_visible(
             }
         }
         sources[i].advance()?;
+        if sources[i].current().is_none() {
+            sources.remove(i);
+        }
     }
     Ok(n)
 }

@@ -91,6 +91,9 @@ pub struct FileSource {
     prefetched_to: usize,
     /// Put blocks read from disk into the block cache (not for bulk reads).
     cache: bool,
+    /// Every cell of the current block is at or below `hi`: no per-cell
+    /// end check is needed.
+    block_inside: bool,
 }
 
 impl FileSource {
@@ -130,6 +133,7 @@ impl FileSource {
             prefetch,
             prefetched_to: 0,
             cache,
+            block_inside: false,
         };
         s.load()?;
         if let Some(b) = &s.block {
@@ -150,11 +154,14 @@ impl FileSource {
         let idx = self.file.index();
         if self.block_idx < idx.len() && idx[self.block_idx].first_key <= self.hi {
             self.read_ahead();
-            self.block = Some(if self.cache {
+            let b = if self.cache {
                 self.file.block(self.block_idx)?
             } else {
                 self.file.block_uncached(self.block_idx)?
-            });
+            };
+            let last = b.len().checked_sub(self.width);
+            self.block_inside = last.is_some_and(|l| b[l..l + crate::key::KEY_LEN] <= self.hi[..]);
+            self.block = Some(b);
         }
         Ok(())
     }
@@ -179,7 +186,7 @@ impl FileSource {
         loop {
             let Some(b) = &self.block else { return Ok(()) };
             if self.pos < b.len() {
-                if b[self.pos..self.pos + crate::key::KEY_LEN] > self.hi[..] {
+                if !self.block_inside && b[self.pos..self.pos + crate::key::KEY_LEN] > self.hi[..] {
                     self.block = None;
                 }
                 return Ok(());

@@ -1,0 +1,184 @@
+//! `telestore bench query`: the read targets of issue 6 — `latest` and a
+//! one-day range of one device (warm cache, through the same query layer
+//! the CLI and daemon use, Arrow batches included), and export to an Arrow
+//! IPC file. Prints p50/p99/p999 and rows/s.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use hdrhistogram::Histogram;
+use std::path::PathBuf;
+use std::time::Instant;
+use telestore::query::export::{BackgroundSink, Codec, FileFormat, FileSink};
+use telestore::query::{Kind, Params, Plan, Prepared};
+use telestore::testkit::{mix, push_fleet_row, readings_schema, FLEET_T0_MS};
+use telestore::{Durability, Options, Store};
+
+const TABLE: &str = "readings";
+
+#[derive(Args, Debug)]
+pub struct QueryBenchArgs {
+    /// Store directory; reused when it already holds the table (so a big
+    /// fleet is built once), else created.
+    #[arg(long, default_value = "telestore-data/bench-query")]
+    dir: PathBuf,
+    /// Devices in the fleet.
+    #[arg(long, default_value_t = 200)]
+    devices: u64,
+    /// Readings per device, one every 10 s (8,640 = one day).
+    #[arg(long, default_value_t = 8_640)]
+    rows_per_device: u64,
+    /// `latest` queries to time.
+    #[arg(long, default_value_t = 100_000)]
+    latest: u64,
+    /// One-day range queries to time.
+    #[arg(long, default_value_t = 2_000)]
+    ranges: u64,
+    /// Export the whole table this many times to an Arrow IPC file.
+    #[arg(long, default_value_t = 3)]
+    exports: u32,
+    /// Measure the table as it is, without first compacting it to one
+    /// HFile per region (reads then also compete with the background
+    /// compactions a fresh bulk load triggers).
+    #[arg(long)]
+    no_compact: bool,
+    /// Delete the directory afterwards.
+    #[arg(long)]
+    clean: bool,
+}
+
+fn build(store: &Store, a: &QueryBenchArgs) -> Result<()> {
+    if store.table_names().iter().any(|t| t == TABLE) {
+        println!("reusing the table in {}", a.dir.display());
+        return Ok(());
+    }
+    store.create_table(readings_schema(TABLE))?;
+    let t0 = Instant::now();
+    let mut batch = Vec::with_capacity(8 << 20);
+    for round in 0..a.rows_per_device {
+        for d in 0..a.devices {
+            push_fleet_row(&mut batch, d, round, 10_000);
+        }
+        if batch.len() >= 4 << 20 {
+            store.write(TABLE, &batch, Durability::Async)?;
+            batch.clear();
+        }
+    }
+    store.write(TABLE, &batch, Durability::Sync)?;
+    store.flush()?;
+    println!(
+        "built {} rows in {:.1} s",
+        a.devices * a.rows_per_device,
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Run one query through the query layer; returns the rows produced.
+fn run_query(store: &Store, p: &Params) -> Result<u64> {
+    let plan = Plan::resolve(store, p, store.now_ms())?;
+    let stats = Prepared::new(store, plan).run(store, &mut |b| {
+        std::hint::black_box(b);
+        Ok(())
+    })?;
+    Ok(stats.rows_out)
+}
+
+fn report(name: &str, h: &Histogram<u64>) {
+    println!(
+        "{name}: n={} p50 {:.1} µs, p99 {:.1} µs, p999 {:.1} µs, max {:.1} µs",
+        h.len(),
+        h.value_at_quantile(0.5) as f64 / 1e3,
+        h.value_at_quantile(0.99) as f64 / 1e3,
+        h.value_at_quantile(0.999) as f64 / 1e3,
+        h.max() as f64 / 1e3
+    );
+}
+
+pub fn run(a: QueryBenchArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    let store = Store::open(&a.dir, Options::default())?;
+    build(&store, &a)?;
+    if !a.no_compact {
+        let t = Instant::now();
+        store.compact(TABLE, true)?;
+        println!("major compaction: {:.1} s", t.elapsed().as_secs_f64());
+    }
+    let total = store.scan_all(TABLE, i64::MIN, i64::MAX, |_| true)?.rows;
+    let st = store.stats();
+    println!(
+        "table {TABLE}: {total} rows in {} HFiles, io {}",
+        st.hfiles,
+        store.io_kind().name()
+    );
+
+    let mut p = Params {
+        kind: Kind::Latest,
+        table: TABLE.into(),
+        ..Params::default()
+    };
+    // Warm the cache: every device once.
+    for d in 0..a.devices {
+        p.device = Some(d.to_string());
+        run_query(&store, &p)?;
+    }
+    let mut h = Histogram::<u64>::new(3)?;
+    for i in 0..a.latest {
+        p.device = Some((mix(i) % a.devices).to_string());
+        let t = Instant::now();
+        let n = run_query(&store, &p)?;
+        h.record(t.elapsed().as_nanos() as u64)?;
+        anyhow::ensure!(n == 1, "latest returned {n} rows");
+    }
+    report("latest (n=1, warm)", &h);
+
+    let day = 86_400_000i64;
+    let mut p = Params {
+        kind: Kind::Range,
+        table: TABLE.into(),
+        from: Some(format!("{FLEET_T0_MS}ms")),
+        to: Some(format!("{}ms", FLEET_T0_MS + day)),
+        ..Params::default()
+    };
+    let expect = a.rows_per_device.min(8_640);
+    let mut h = Histogram::<u64>::new(3)?;
+    for i in 0..a.ranges + a.devices {
+        p.device = Some((mix(i) % a.devices).to_string());
+        let t = Instant::now();
+        let n = run_query(&store, &p)?;
+        if i >= a.devices {
+            h.record(t.elapsed().as_nanos() as u64)?;
+        }
+        anyhow::ensure!(n == expect, "range returned {n} rows, expected {expect}");
+    }
+    report(&format!("range (1 day = {expect} rows, warm)"), &h);
+
+    let out = a.dir.join("bench-export.arrow");
+    for _ in 0..a.exports {
+        let p = Params {
+            kind: Kind::Scan,
+            table: TABLE.into(),
+            ..Params::default()
+        };
+        let t = Instant::now();
+        let plan = Plan::resolve(&store, &p, store.now_ms())?;
+        let prepared = Prepared::new(&store, plan);
+        let file = FileSink::create(&out, FileFormat::Arrow, Codec::None, &prepared.schema())?;
+        let mut sink = BackgroundSink::spawn(file);
+        let stats = prepared.run(&store, &mut |b| sink.write(b))?;
+        sink.commit()?;
+        let s = t.elapsed().as_secs_f64();
+        let bytes = std::fs::metadata(&out)?.len();
+        println!(
+            "export to Arrow IPC file: {} rows in {s:.2} s = {:.2} M rows/s ({:.0} MB written, fsynced)",
+            stats.rows_out,
+            stats.rows_out as f64 / s / 1e6,
+            bytes as f64 / 1e6
+        );
+    }
+    std::fs::remove_file(&out).ok();
+    store.close()?;
+    if a.clean {
+        std::fs::remove_dir_all(&a.dir).ok();
+    }
+    Ok(())
+}
