@@ -273,3 +273,47 @@ fn the_python_influxdb_client_writes_and_the_rows_read_back_equal() {
     assert_eq!(store.devices(Some(("fleet", "east"))).len(), 3);
     run.stop();
 }
+
+/// `telestore load --line-protocol` writes through `/api/v2/write`: every
+/// row arrives, and the trucks are registered by name with a fleet tag.
+#[test]
+fn the_load_generator_writes_line_protocol_with_named_tagged_trucks() {
+    let (_d, store, run, h) = server();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args([
+            "load",
+            "--line-protocol",
+            "--trucks",
+            "8",
+            "--duration",
+            "5m",
+        ])
+        .args(["--batch", "10", "--connections", "2"])
+        .args(["--http", &format!("http://{h}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sent:    240 rows"), "{text}");
+    let mut n = 0;
+    store
+        .scan_all("readings", i64::MIN, i64::MAX, |_| {
+            n += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(n, 240);
+    let east = store.devices(Some(("fleet", "East")));
+    let names: Vec<&str> = east.iter().map(|(_, d)| d.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names.contains(&"truck-0") && names.contains(&"truck-4"),
+        "{names:?}"
+    );
+    assert_eq!(store.devices(None).len(), 8);
+    run.stop();
+}

@@ -63,7 +63,8 @@ pub struct LoadArgs {
     #[arg(long, default_value = "http://127.0.0.1:7071")]
     http: String,
     /// Send InfluxDB line protocol to /api/v2/write instead of binary
-    /// frames (devices are named truck-N and registered by the daemon).
+    /// frames (devices are named truck-N, tagged fleet=East|West|North|South,
+    /// and registered by the daemon).
     #[arg(long)]
     line_protocol: bool,
     /// Target rows per second over all connections (0: as fast as the
@@ -404,6 +405,10 @@ impl BinarySink {
     }
 }
 
+/// TSBS-IoT's fleets: line-protocol trucks carry `fleet=` one of these
+/// (truck N in fleet N mod 4), so tag queries have something to select.
+const FLEETS: [&str; 4] = ["East", "West", "North", "South"];
+
 /// Line-protocol batches over HTTP (one request at a time per connection).
 struct HttpSink {
     agent: ureq::Agent,
@@ -424,14 +429,16 @@ impl HttpSink {
         }
     }
 
-    /// Turn fixed-width rows back into lines and POST them.
+    /// Turn fixed-width rows back into lines (tagged with a TSBS-style
+    /// fleet) and POST them.
     fn post(&mut self, table: &str, rows: &[u8], t: &mut Totals, bar: &ProgressBar) -> Result<()> {
         use std::fmt::Write as _;
         self.text.clear();
         for r in rows.chunks_exact(72) {
             let dev = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
             let ts = i64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
-            let _ = write!(self.text, "{table},device=truck-{dev} ");
+            let fleet = FLEETS[(dev % FLEETS.len() as u64) as usize];
+            let _ = write!(self.text, "{table},device=truck-{dev},fleet={fleet} ");
             for (i, name) in READINGS_FIELDS.iter().enumerate() {
                 let v = f64::from_le_bytes(r[16 + i * 8..24 + i * 8].try_into().expect("8 bytes"));
                 let sep = if i == 0 { "" } else { "," };
