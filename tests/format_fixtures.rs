@@ -519,10 +519,10 @@ fn wal_segment_follows_the_spec() {
     let b = read(&wal_path());
     assert_eq!(b.len(), 204);
     assert_eq!(&b[0..4], b"TSWL");
-    assert_eq!(u32_at(&b, 4), 1, "segment version");
+    assert_eq!(u32_at(&b, 4), 2, "segment version");
     assert_eq!(u64_at(&b, 8), 1, "segment number = file name");
     assert_eq!(u32_at(&b, 16), crc32c::crc32c(&b[0..16]));
-    assert_eq!(&b[..20], &hand_segment_header(1, 1)[..]);
+    assert_eq!(&b[..20], &hand_segment_header(2, 1)[..]);
 
     let frames = hand_frames(&b);
     let offsets: Vec<usize> = frames.iter().map(|f| f.0).collect();
@@ -691,8 +691,23 @@ fn wal_torn_tail_of_the_last_segment_is_cut() {
         let (r, len) = replay_flipped(at, false);
         assert_eq!((r.unwrap(), len), (2, 148), "flip at {at}");
     }
-    // Zeros after the last frame (size extended, data never written).
+    // Zeros after the last frame: a preallocated segment's free space
+    // (version 2), left as it is.
     let (r, len) = replay_changed(false, |b| b.resize(204 + 4096, 0));
+    assert_eq!((r.unwrap(), len), (3, 204 + 4096));
+    // In a version 1 segment the same zeros are a torn tail (size
+    // extended, data never written): cut.
+    let (r, len) = replay_changed(false, |b| {
+        b[..20].copy_from_slice(&hand_segment_header(1, 1));
+        b.resize(204 + 4096, 0);
+    });
+    assert_eq!((r.unwrap(), len), (3, 204));
+    // Zeros and then something: not free space; in the last segment a
+    // torn tail (no valid frame header follows).
+    let (r, len) = replay_changed(false, |b| {
+        b.resize(204 + 4096, 0);
+        b.push(7);
+    });
     assert_eq!((r.unwrap(), len), (3, 204));
     // Valid checksums but impossible fields, as the last frame: cut too.
     let (r, len) = replay_changed(false, |b| {
@@ -773,6 +788,22 @@ fn wal_sealed_segments_and_headers_are_never_torn() {
     b[148 + 32] ^= 0x01;
     let (r, _) = replay_segments(&[(1, b), (2, next.clone())], false);
     assert_wal_checksum_error(r.map(|o| o.entries), 148);
+    // A sealed version 2 segment may end in preallocated zeros ...
+    let mut zero_tail = full.clone();
+    zero_tail.resize(204 + 4096, 0);
+    let (r, left) = replay_segments(&[(1, zero_tail.clone()), (2, next.clone())], false);
+    assert_eq!(r.unwrap().entries, 3);
+    assert_eq!(left, [(1, 204 + 4096), (2, 20)]);
+    // ... but not in zeros followed by anything else ...
+    zero_tail.push(7);
+    let (r, _) = replay_segments(&[(1, zero_tail), (2, next.clone())], false);
+    assert_wal_checksum_error(r.map(|o| o.entries), 204);
+    // ... and a version 1 segment never does.
+    let mut v1 = full.clone();
+    v1[..20].copy_from_slice(&hand_segment_header(1, 1));
+    v1.resize(204 + 64, 0);
+    let (r, _) = replay_segments(&[(1, v1), (2, next.clone())], false);
+    assert_wal_checksum_error(r.map(|o| o.entries), 204);
     // A short segment that is not the last one.
     let (r, _) = replay_segments(&[(1, full[..10].to_vec()), (2, next)], false);
     assert_corrupt_at(r.map(|o| o.entries), SEGMENT_NAME, 0);
@@ -785,14 +816,14 @@ fn wal_sealed_segments_and_headers_are_never_torn() {
     let (r, _) = replay_flipped(0, false);
     assert_corrupt_at(r, SEGMENT_NAME, 0);
     let (r, _) = replay_changed(false, |b| {
-        b[..20].copy_from_slice(&hand_segment_header(2, 1))
+        b[..20].copy_from_slice(&hand_segment_header(3, 1))
     });
     assert!(
         matches!(
             r,
             Err(Error::UnsupportedVersion {
                 what: "wal segment",
-                version: 2
+                version: 3
             })
         ),
         "{r:?}"

@@ -98,6 +98,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         outcome.segments,
         outcome.last_segment,
         opts.wal_segment_bytes,
+        opts.wal_preallocate,
     )?;
     writer.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
     let max_file_id = manifest.state().max_file_id;

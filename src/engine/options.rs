@@ -80,6 +80,10 @@ pub struct Options {
     pub write_stall_max_ms: u64,
     /// WAL segment size before rolling to a new segment.
     pub wal_segment_bytes: u64,
+    /// Zero-fill the next WAL segment in the background (once the active
+    /// one is a quarter full), so appends overwrite allocated blocks and
+    /// each fdatasync skips the file-system journal (`formats/wal.md`).
+    pub wal_preallocate: bool,
     /// Live WAL segments before the tables holding the oldest one back are
     /// flushed (so a rarely written table cannot pin the WAL forever).
     pub wal_segments_max: usize,
@@ -110,6 +114,7 @@ impl Default for Options {
             blocking_file_count: 16,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
+            wal_preallocate: true,
             wal_segments_max: 8,
             async_sync_interval_ms: 100,
             block_cache_bytes: 256 << 20,
@@ -256,6 +261,7 @@ impl std::fmt::Debug for Options {
             .field("blocking_file_count", &self.blocking_file_count)
             .field("write_stall_max_ms", &self.write_stall_max_ms)
             .field("wal_segment_bytes", &self.wal_segment_bytes)
+            .field("wal_preallocate", &self.wal_preallocate)
             .field("async_sync_interval_ms", &self.async_sync_interval_ms)
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("salvage_wal", &self.salvage_wal)

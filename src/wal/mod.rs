@@ -17,6 +17,13 @@ use std::path::{Path, PathBuf};
 /// Default segment size before rolling over.
 pub const SEGMENT_BYTES_DEFAULT: u64 = 64 << 20;
 
+/// Zero-fill writes of a preallocated segment.
+const PREALLOC_CHUNK: usize = 1 << 20;
+/// The next segment is preallocated once the active one holds this many
+/// bytes (or a quarter of the segment size, if less): a store that is
+/// barely written never zero-fills a whole segment.
+const PREALLOC_START_BYTES: u64 = 1 << 20;
+
 /// Appends to the active segment; owns the list of live segments.
 pub struct WalWriter {
     dir: PathBuf,
@@ -26,6 +33,13 @@ pub struct WalWriter {
     segment_bytes_max: u64,
     active: SegmentInfo,
     sealed: Vec<SegmentInfo>,
+    /// Prepare the next segment in the background (`Options::wal_preallocate`).
+    preallocate: bool,
+    /// The next segment being zero-filled, once started.
+    next: Option<std::thread::JoinHandle<Result<Box<dyn IoFile>>>>,
+    /// Whether the active segment was preallocated (if not, the writer
+    /// moves to a preallocated one as soon as one is ready).
+    active_preallocated: bool,
 }
 
 impl WalWriter {
@@ -37,7 +51,12 @@ impl WalWriter {
         prior: Vec<SegmentInfo>,
         last_no: u64,
         segment_bytes_max: u64,
+        preallocate: bool,
     ) -> Result<Self> {
+        let leftover = dir.join(segment::PREALLOC_NAME);
+        if leftover.exists() {
+            backend.remove_file(&leftover)?;
+        }
         let (file, active) = create_segment(dir, &*backend, last_no + 1)?;
         Ok(WalWriter {
             dir: dir.to_path_buf(),
@@ -47,6 +66,9 @@ impl WalWriter {
             segment_bytes_max,
             active,
             sealed: prior,
+            preallocate,
+            next: None,
+            active_preallocated: false,
         })
     }
 
@@ -57,7 +79,9 @@ impl WalWriter {
     /// backend request.
     pub fn write(&mut self, buf: Vec<u8>, tables: &[(u32, u64)], sync: bool) -> Result<Vec<u8>> {
         let hdr = segment::SEGMENT_HEADER_LEN as u64;
-        if self.offset > hdr && self.offset + buf.len() as u64 > self.segment_bytes_max {
+        let full = self.offset + buf.len() as u64 > self.segment_bytes_max;
+        let upgrade = !self.active_preallocated && self.prepared_ready();
+        if self.offset > hdr && (full || upgrade) {
             self.roll()?;
         }
         let len = buf.len() as u64;
@@ -70,6 +94,14 @@ impl WalWriter {
         for (t, s) in tables {
             self.active.note(*t, *s);
         }
+        let start = (self.segment_bytes_max / 4).min(PREALLOC_START_BYTES);
+        if self.preallocate && self.next.is_none() && self.offset > start {
+            self.next = Some(spawn_prealloc(
+                self.dir.join(segment::PREALLOC_NAME),
+                self.backend.clone(),
+                self.segment_bytes_max,
+            ));
+        }
         Ok(buf)
     }
 
@@ -80,12 +112,47 @@ impl WalWriter {
 
     fn roll(&mut self) -> Result<()> {
         self.file.sync_data()?;
-        let (file, info) = create_segment(&self.dir, &*self.backend, self.active.no + 1)?;
+        let no = self.active.no + 1;
+        let prepared = self.take_prepared();
+        self.active_preallocated = prepared.is_some();
+        let (file, info) = match prepared {
+            Some(f) => publish_prepared(&self.dir, &*self.backend, f, no)?,
+            None => create_segment(&self.dir, &*self.backend, no)?,
+        };
         self.file = file;
         self.offset = segment::SEGMENT_HEADER_LEN as u64;
         let old = std::mem::replace(&mut self.active, info);
         self.sealed.push(old);
         Ok(())
+    }
+
+    fn prepared_ready(&self) -> bool {
+        self.next.as_ref().is_some_and(|h| h.is_finished())
+    }
+
+    /// The preallocated next segment, if its zero-fill has finished (a
+    /// roll never waits for it: without one, the next segment is created
+    /// empty and grows as it is written). A failed preallocation is
+    /// logged and dropped.
+    fn take_prepared(&mut self) -> Option<Box<dyn IoFile>> {
+        if !self.prepared_ready() {
+            return None;
+        }
+        let joined = self.next.take()?.join();
+        match joined {
+            Ok(Ok(f)) => Some(f),
+            Ok(Err(e)) => {
+                tracing::warn!("WAL preallocation failed ({e}); the next segment grows as written");
+                let _ = self
+                    .backend
+                    .remove_file(&self.dir.join(segment::PREALLOC_NAME));
+                None
+            }
+            Err(_) => {
+                tracing::error!("WAL preallocation thread panicked");
+                None
+            }
+        }
     }
 
     /// Delete sealed segments whose every edit is flushed. Returns how many.
@@ -117,6 +184,62 @@ impl WalWriter {
     pub fn segment_count(&self) -> usize {
         self.sealed.len() + 1
     }
+}
+
+impl Drop for WalWriter {
+    /// Wait for a preallocation in progress, so no thread writes into the
+    /// directory after the store is closed (the file is deleted at the
+    /// next open).
+    fn drop(&mut self) {
+        if let Some(h) = self.next.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Zero-fill `path` to `len` bytes and fsync it, on its own thread, so
+/// that writes into it later overwrite allocated blocks and an
+/// fdatasync has no file-size or extent metadata to commit.
+fn spawn_prealloc(
+    path: PathBuf,
+    backend: BackendRef,
+    len: u64,
+) -> std::thread::JoinHandle<Result<Box<dyn IoFile>>> {
+    std::thread::spawn(move || {
+        let file = backend.open(&path, OpenMode::CreateNew)?;
+        let mut buf = vec![0u8; PREALLOC_CHUNK];
+        let mut off = 0u64;
+        while off < len {
+            let n = (len - off).min(PREALLOC_CHUNK as u64) as usize;
+            buf.resize(n, 0);
+            buf = file.write_at(buf, off)?;
+            off += n as u64;
+        }
+        file.sync_all()?;
+        Ok(file)
+    })
+}
+
+/// Make a preallocated file segment `no`: header written and synced
+/// before the rename, so a file under a segment name always has one.
+fn publish_prepared(
+    dir: &Path,
+    backend: &dyn crate::io::Backend,
+    file: Box<dyn IoFile>,
+    no: u64,
+) -> Result<(Box<dyn IoFile>, SegmentInfo)> {
+    let path = dir.join(segment::file_name(no));
+    file.write_sync_at(segment::encode_header(no), 0)?;
+    backend.rename(&dir.join(segment::PREALLOC_NAME), &path)?;
+    backend.sync_dir(dir)?;
+    Ok((
+        file,
+        SegmentInfo {
+            no,
+            path,
+            ..Default::default()
+        },
+    ))
 }
 
 fn create_segment(

@@ -5,7 +5,8 @@
 //! unless `salvage` is set, in which case the log is cut there and the loss
 //! is logged. A last segment too short for its header, or all zeros (a
 //! crash while it was being created, before its header was synced) is
-//! removed.
+//! removed. From segment version 2, zero bytes from a frame boundary to
+//! the end of a segment are its preallocated space, not damage.
 
 use super::frame::{decode, valid_header_at, Decoded, Entry};
 use super::segment::{self, SegmentInfo};
@@ -55,7 +56,7 @@ pub fn scan_segment<'a>(
     last: bool,
     prev_seq: u64,
 ) -> Result<SegmentScan<'a>> {
-    let hdr_no = segment::decode_header(data, path)?;
+    let (hdr_no, version) = segment::decode_header_versioned(data, path)?;
     if hdr_no != no {
         return Err(Error::corrupt(
             format!("wal segment number {hdr_no} in a file named {no}"),
@@ -83,6 +84,9 @@ pub fn scan_segment<'a>(
                 entries.push((pos, e));
                 pos += used;
             }
+            // From version 2 the rest of a segment may be preallocated
+            // space: zero bytes at a frame boundary end its frames.
+            _ if version >= 2 && all_zero(&data[pos..]) => break,
             bad => {
                 let tail = last && (bad == Decoded::Incomplete || !valid_header_after(data, pos));
                 let verdict = if tail {
@@ -160,9 +164,16 @@ pub fn replay(
 }
 
 /// Is there a frame header with a valid checksum anywhere after `pos`?
-/// If not, the bad frame at `pos` is the last entry of the log.
+/// If not, the bad frame at `pos` is the last entry of the log. A valid
+/// header holds non-zero bytes, so none starts in a trailing run of zeros
+/// (a preallocated segment's tail is not searched byte by byte).
 fn valid_header_after(data: &[u8], pos: usize) -> bool {
-    (pos + 1..data.len()).any(|p| valid_header_at(&data[p..]))
+    let end = data.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    (pos + 1..end).any(|p| valid_header_at(&data[p..]))
+}
+
+fn all_zero(b: &[u8]) -> bool {
+    b.iter().all(|x| *x == 0)
 }
 
 fn mid_log_error(bad: Decoded<'_>, pos: usize, path: &Path) -> Error {

@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 /// Segment magic.
 pub const SEGMENT_MAGIC: [u8; 4] = *b"TSWL";
-/// Current segment format version.
-pub const SEGMENT_VERSION: u32 = 1;
+/// Current segment format version (2: a segment may end in zero bytes,
+/// its preallocated space).
+pub const SEGMENT_VERSION: u32 = 2;
+/// Oldest segment version still read (1: frames only, no zero tail).
+pub const SEGMENT_VERSION_MIN: u32 = 1;
 /// Segment header length.
 pub const SEGMENT_HEADER_LEN: usize = 20;
 
@@ -25,6 +28,11 @@ pub fn encode_header(no: u64) -> Vec<u8> {
 
 /// Validate a segment header; returns the segment number.
 pub fn decode_header(buf: &[u8], file: &Path) -> Result<u64> {
+    decode_header_versioned(buf, file).map(|(no, _)| no)
+}
+
+/// Validate a segment header; returns the segment number and version.
+pub fn decode_header_versioned(buf: &[u8], file: &Path) -> Result<(u64, u32)> {
     if buf.len() < SEGMENT_HEADER_LEN {
         return Err(Error::corrupt("wal segment header (short)", file, 0));
     }
@@ -42,19 +50,24 @@ pub fn decode_header(buf: &[u8], file: &Path) -> Result<u64> {
         });
     }
     let version = le_u32(buf, 4);
-    if version != SEGMENT_VERSION {
+    if !(SEGMENT_VERSION_MIN..=SEGMENT_VERSION).contains(&version) {
         return Err(Error::UnsupportedVersion {
             what: "wal segment",
             version,
         });
     }
-    Ok(le_u64(buf, 8))
+    Ok((le_u64(buf, 8), version))
 }
 
 /// File name of segment `no`.
 pub fn file_name(no: u64) -> String {
     format!("{no:016}.wal")
 }
+
+/// Name of the segment being preallocated (zero-filled) in the
+/// background; it becomes the next segment when the active one rolls.
+/// Never replayed: a leftover one is deleted at open.
+pub const PREALLOC_NAME: &str = "next.wal.prealloc";
 
 /// Parse a segment file name.
 pub fn parse_name(name: &str) -> Option<u64> {
