@@ -7,19 +7,19 @@
 use crate::cell::{self, CellKind, RangeTombstone, CELL_HEAD_LEN};
 use crate::key::{self, DeviceId, RowKey};
 use crate::schema::Batch;
+mod map;
+
+use map::{CellMap, Edge, MemKey};
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 /// Per-cell bookkeeping cost charged on top of the cell bytes.
 const CELL_OVERHEAD_BYTES: usize = 48;
 
-/// The map key: the row key split into integers (comparisons are a few
-/// integer compares instead of a `memcmp` call), then sequence descending.
-type MemKey = (u128, u16, Reverse<u64>);
-
+/// The map key ([`MemKey`]): the row key split into integers
+/// (comparisons are a few integer compares instead of a `memcmp` call),
+/// then sequence descending.
 fn mem_key(k: &RowKey, seq: u64) -> MemKey {
     let mut hi = [0u8; 16];
     hi.copy_from_slice(&k[..16]);
@@ -41,7 +41,7 @@ fn row_key(hi: u128, lo: u16) -> RowKey {
 struct Inner {
     /// Value: kind and the offset of the fields in `arena` (u64: a
     /// memstore rebuilt from a long WAL may exceed 4 GiB).
-    map: BTreeMap<MemKey, (CellKind, u64)>,
+    map: CellMap<(CellKind, u64)>,
     /// Field bytes of every put, appended; the map holds offsets.
     arena: Vec<u8>,
     range_dels: Vec<RangeTombstone>,
@@ -202,19 +202,22 @@ impl Memstore {
     pub fn copy_range_into_new(&self, lo: &RowKey, hi: &RowKey) -> Memstore {
         let out = Memstore::new(self.fields_width);
         let g = self.read();
-        let range = mem_key(lo, u64::MAX)..=mem_key(hi, 0);
+        let (from, to) = (
+            Edge::Included(mem_key(lo, u64::MAX)),
+            Edge::Included(mem_key(hi, 0)),
+        );
         let (mut n, mut min) = (0, u64::MAX);
         {
             let mut o = out.write();
             let o = &mut *o;
-            for (k, (kind, off)) in g.map.range(range) {
+            for (k, (kind, off)) in g.map.range(from, to) {
                 let new_off = o.arena.len() as u64;
                 if *kind == CellKind::Put {
                     let at = *off as usize;
                     o.arena
                         .extend_from_slice(&g.arena[at..at + self.fields_width]);
                 }
-                o.map.insert(*k, (*kind, new_off));
+                o.map.insert(k, (*kind, new_off));
                 min = min.min(k.2 .0);
                 n += 1;
             }
@@ -261,22 +264,21 @@ impl Memstore {
     ) -> usize {
         let g = self.read();
         let start = match after {
-            Some((k, s)) => Bound::Excluded(mem_key(&k, s)),
-            None => Bound::Included(mem_key(lo, u64::MAX)),
+            Some((k, s)) => Edge::Excluded(mem_key(&k, s)),
+            None => Edge::Included(mem_key(lo, u64::MAX)),
         };
-        let end = Bound::Included(mem_key(hi, 0));
+        let end = Edge::Included(mem_key(hi, 0));
         let empty = match &start {
-            Bound::Excluded(s) => *s >= mem_key(hi, 0),
-            Bound::Included(s) => *s > mem_key(hi, 0),
-            Bound::Unbounded => false,
+            Edge::Excluded(s) => *s >= mem_key(hi, 0),
+            Edge::Included(s) => *s > mem_key(hi, 0),
         };
         if empty {
             return 0;
         }
         let zero = vec![0u8; self.fields_width];
         let mut n = 0;
-        for ((hi, lo, Reverse(seq)), (kind, off)) in g.map.range((start, end)).take(max) {
-            let k = &row_key(*hi, *lo);
+        for ((hi, lo, Reverse(seq)), (kind, off)) in g.map.range(start, end).take(max) {
+            let k = &row_key(hi, lo);
             let fields = match kind {
                 CellKind::Put => {
                     let o = *off as usize;
@@ -284,7 +286,7 @@ impl Memstore {
                 }
                 CellKind::Delete => &zero[..],
             };
-            cell::push(out, k, *seq, *kind, fields);
+            cell::push(out, k, seq, *kind, fields);
             n += 1;
         }
         debug_assert!(out.len().is_multiple_of(CELL_HEAD_LEN + self.fields_width));
