@@ -214,6 +214,9 @@ pub struct EngineMetrics {
     /// the `async` timer), in seconds.
     pub wal_sync_seconds: prometheus_client::metrics::histogram::Histogram,
     pub flush_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Accepted puts, from submission to acknowledgement (queueing for
+    /// the commit thread, the WAL write and sync, the memstore insert).
+    pub write_seconds: prometheus_client::metrics::histogram::Histogram,
     pub compaction_seconds: prometheus_client::metrics::histogram::Histogram,
 }
 
@@ -223,6 +226,7 @@ impl Default for EngineMetrics {
         EngineMetrics {
             wal_sync_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             flush_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            write_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             compaction_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
         }
     }
@@ -425,7 +429,10 @@ impl Store {
                 ),
             ));
         }
+        let t0 = std::time::Instant::now();
         let first_seq = self.submit(t, Op::Put(rows), durability)?;
+        let m = &self.shared.metrics.write_seconds;
+        m.observe(t0.elapsed().as_secs_f64());
         Ok(WriteAck {
             first_seq,
             rows: n,

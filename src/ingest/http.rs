@@ -321,6 +321,11 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Frames acknowledged",
         stats.frames.load(Relaxed),
     );
+    r.register(
+        "ingest_frame_seconds",
+        "Binary frames: payload read to ack written",
+        stats.frame_seconds.clone(),
+    );
     let http = [
         (
             "http_write_rows",
@@ -426,6 +431,11 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "wal_sync_seconds",
         "WAL write + fdatasync latency",
         m.wal_sync_seconds,
+    );
+    r.register(
+        "write_seconds",
+        "Put latency in the engine: commit queue, WAL write and sync, memstore insert",
+        m.write_seconds,
     );
     r.register("flush_seconds", "Memstore flush duration", m.flush_seconds);
     r.register(

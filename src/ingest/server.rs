@@ -51,7 +51,6 @@ impl Default for ServerConfig {
 }
 
 /// Counters for the metrics endpoint and tests.
-#[derive(Default)]
 pub struct ServerStats {
     pub connections_open: AtomicU64,
     pub connections_total: AtomicU64,
@@ -64,6 +63,26 @@ pub struct ServerStats {
     pub http_rows: AtomicU64,
     pub http_requests: AtomicU64,
     pub http_rejected: AtomicU64,
+    /// Binary frames, from the payload read to the ack written (seconds).
+    pub frame_seconds: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for ServerStats {
+    fn default() -> Self {
+        use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+        ServerStats {
+            connections_open: AtomicU64::default(),
+            connections_total: AtomicU64::default(),
+            frames: AtomicU64::default(),
+            rows: AtomicU64::default(),
+            bytes: AtomicU64::default(),
+            rejected: Default::default(),
+            http_rows: AtomicU64::default(),
+            http_requests: AtomicU64::default(),
+            http_rejected: AtomicU64::default(),
+            frame_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+        }
+    }
 }
 
 impl ServerStats {
@@ -133,6 +152,8 @@ enum Pending {
         durability: Durability,
         job: JoinHandle<crate::Result<crate::WriteAck>>,
         _permit: OwnedSemaphorePermit,
+        /// When its payload was read.
+        read_at: std::time::Instant,
     },
     Reject(WireError, OwnedSemaphorePermit),
     /// Framing lost: answer, then close.
@@ -227,6 +248,7 @@ async fn connection(
         }
         stats.bytes.fetch_add(payload.len() as u64, Relaxed);
         let (store, table, d) = (store.clone(), table.clone(), hs.durability);
+        let read_at = std::time::Instant::now();
         let job = tokio::task::spawn_blocking(move || store.write_vec(&table, payload, d));
         let _ = tx.send(Pending::Write {
             batch_id: f.batch_id,
@@ -234,6 +256,7 @@ async fn connection(
             durability: hs.durability,
             job,
             _permit: permit,
+            read_at,
         });
     }
     drop(tx);
@@ -295,6 +318,7 @@ async fn send_acks(
     stats: Arc<ServerStats>,
 ) -> std::io::Result<()> {
     while let Some(p) = rx.recv().await {
+        let mut acked_from = None;
         let resp = match p {
             Pending::Reject(e, _permit) => {
                 stats.reject(e.code);
@@ -307,8 +331,10 @@ async fn send_acks(
                 durability,
                 job,
                 _permit,
+                read_at,
             } => match job.await {
                 Ok(Ok(ack)) => {
+                    acked_from = Some(read_at);
                     stats.frames.fetch_add(1, Relaxed);
                     stats.rows.fetch_add(u64::from(rows), Relaxed);
                     Response::Ack {
@@ -333,6 +359,9 @@ async fn send_acks(
         };
         let fatal = matches!(&resp, Response::Error(e) if e.fatal);
         wr.write_all(&resp.encode()).await?;
+        if let Some(t0) = acked_from {
+            stats.frame_seconds.observe(t0.elapsed().as_secs_f64());
+        }
         if fatal {
             break;
         }

@@ -212,7 +212,7 @@ fn spawn_prealloc(
         while off < len {
             let n = (len - off).min(PREALLOC_CHUNK as u64) as usize;
             buf.resize(n, 0);
-            buf = file.write_at(buf, off)?;
+            buf = file.write_sync_at(buf, off)?;
             off += n as u64;
         }
         file.sync_all()?;
