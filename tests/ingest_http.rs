@@ -200,6 +200,8 @@ m,device=truck-1,fleet=east temp=22.0,n=5i,ok=t 1700000002000
         ("m,device=a temp=1,n=1.5,ok=t 1\n", 1, "does not fit"),
         ("m,fleet=x temp=1,n=1i,ok=t 1\n", 1, "device"),
         ("m,device=a temp=1,n=1i,ok=t,extra=2 1\n", 1, "not in table"),
+        ("m,device=a temp=1,n=1i,temp=2,ok=t 1\n", 1, "given twice"),
+        ("m,device=a temp=1,n=1i,ok=t 1 2\n", 1, "unable to parse"),
         (
             "m,device=a temp=1,n=1i,ok=t 1\nm device=b\n",
             2,
@@ -222,7 +224,7 @@ m,device=truck-1,fleet=east temp=22.0,n=5i,ok=t 1700000002000
     for want in [
         "telestore_http_write_rows_total 4",
         "telestore_http_write_requests_total 2",
-        "telestore_http_write_rejected_total 7",
+        "telestore_http_write_rejected_total 9",
     ] {
         assert!(m.contains(want), "metrics lack {want:?}:\n{m}");
     }

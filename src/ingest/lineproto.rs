@@ -1,16 +1,17 @@
-//! InfluxDB line protocol writes: parse a request body (parsing by the
-//! `influxdb-line-protocol` crate), match each line to its table (the
+//! InfluxDB line protocol writes: parse a request body (`lineparse`: plain
+//! lines directly, the rest by the `influxdb-line-protocol` crate), match
+//! each line to its table (the
 //! measurement), its device (the device tag, registered by name) and the
 //! table's fields (by name and type), and build one fixed-width batch per
 //! table. Every line is checked before anything is applied: one bad line
 //! fails the whole request with its line number.
 
+use super::lineparse::{Line, Val};
 use crate::error::Result;
 use crate::ingest::proto::{TS_MAX, TS_MIN};
 use crate::schema::batch::push_row;
 use crate::schema::{FieldType, TableSchema};
 use crate::{Durability, Store};
-use influxdb_line_protocol::{parse_lines, FieldValue};
 use std::collections::{BTreeMap, HashMap};
 
 /// Timestamp precision of a request.
@@ -75,6 +76,7 @@ pub fn prepare(
         lines: 0,
     };
     let mut fields = Vec::new();
+    let mut parsed = Line::default();
     for (n, raw) in body.split('\n').enumerate() {
         let line = n + 1;
         let text = raw.trim();
@@ -82,12 +84,10 @@ pub fn prepare(
             continue;
         }
         let err = |message: String| LineError { line, message };
-        let parsed = match parse_lines(text).next() {
-            Some(Ok(l)) => l,
-            Some(Err(e)) => return Err(err(format!("unable to parse '{}': {e}", clip(text)))),
-            None => continue,
-        };
-        let table = parsed.series.measurement.as_str();
+        if let Err(e) = parsed.parse(text) {
+            return Err(err(format!("unable to parse '{}': {e}", clip(text))));
+        }
+        let table = &*parsed.measurement;
         if !schemas.contains_key(table) {
             let s = store
                 .schema(table)
@@ -96,23 +96,25 @@ pub fn prepare(
         }
         let schema = &schemas[table];
         let dev = device_of(&parsed, device_tag, &mut device_ix, &mut p.devices).map_err(err)?;
-        // Every schema field must be present (checked below); with as many
-        // fields in the line, none can be foreign.
-        if parsed.field_set.len() != schema.fields.len() {
-            for (k, _) in &parsed.field_set {
-                if !schema.fields.iter().any(|f| f.name == k.as_str()) {
-                    return Err(err(format!(
-                        "field {:?} is not in table {table}",
-                        k.as_str()
-                    )));
-                }
-            }
+        // Clients send every field in schema order: then the names are
+        // the schema's, none foreign or repeated. Otherwise look each up.
+        let in_order = parsed.fields.len() == schema.fields.len()
+            && parsed
+                .fields
+                .iter()
+                .zip(&schema.fields)
+                .all(|((k, _), f)| *k == f.name);
+        if !in_order {
+            check_field_names(&parsed, schema).map_err(err)?;
         }
         fields.clear();
-        for f in &schema.fields {
-            let v = parsed
-                .field_value(&f.name)
-                .ok_or_else(|| err(format!("missing field {:?} of table {table}", f.name)))?;
+        for (i, f) in schema.fields.iter().enumerate() {
+            let v = if in_order {
+                &parsed.fields[i].1
+            } else {
+                field_value(&parsed, &f.name)
+                    .ok_or_else(|| err(format!("missing field {:?} of table {table}", f.name)))?
+            };
             encode_field(f.ty, v, &mut fields)
                 .map_err(|m| err(format!("field {:?}: {m}", f.name)))?;
         }
@@ -127,10 +129,14 @@ pub fn prepare(
         if !(TS_MIN..=TS_MAX).contains(&ts) {
             return Err(err(format!("timestamp {ts} ms outside 1970..9999")));
         }
+        if !p.tables.contains_key(table) {
+            let fresh = (Vec::new(), schema.row_width(), Vec::new());
+            p.tables.insert(table.to_string(), fresh);
+        }
         let entry = p
             .tables
-            .entry(table.to_string())
-            .or_insert_with(|| (Vec::new(), schema.row_width(), Vec::new()));
+            .get_mut(table)
+            .ok_or_else(|| err(format!("table {table:?} lost while batching")))?;
         push_row(&mut entry.0, 0, ts, &fields);
         entry.2.push(dev);
         p.lines += 1;
@@ -138,32 +144,49 @@ pub fn prepare(
     Ok(p)
 }
 
+/// Fields out of schema order: each must be in the table, and given once.
+fn check_field_names(line: &Line<'_>, schema: &TableSchema) -> std::result::Result<(), String> {
+    for (i, (k, _)) in line.fields.iter().enumerate() {
+        if !schema.fields.iter().any(|f| f.name == *k) {
+            return Err(format!("field {k:?} is not in table {}", schema.name));
+        }
+        if line.fields[..i].iter().any(|(k2, _)| k2 == k) {
+            return Err(format!("field {k:?} given twice"));
+        }
+    }
+    Ok(())
+}
+
+fn field_value<'l>(line: &'l Line<'_>, name: &str) -> Option<&'l Val<'l>> {
+    line.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
 /// The device a line names (its index in `devices`), allocating only for
 /// a device first seen in this request or whose tags changed.
 fn device_of(
-    parsed: &influxdb_line_protocol::ParsedLine<'_>,
+    parsed: &Line<'_>,
     device_tag: &str,
     index: &mut HashMap<String, usize>,
     devices: &mut Vec<(String, Vec<(String, String)>)>,
 ) -> std::result::Result<usize, String> {
-    let tag_set = parsed.series.tag_set.as_deref().unwrap_or(&[]);
-    let name = tag_set
+    let tag_set = &parsed.tags;
+    let name: &str = tag_set
         .iter()
-        .find(|(k, _)| k.as_str() == device_tag)
-        .map(|(_, v)| v.as_str())
+        .find(|(k, _)| k == device_tag)
+        .map(|(_, v)| &**v)
         .ok_or_else(|| format!("no {device_tag:?} tag naming the device"))?;
-    let others = || tag_set.iter().filter(|(k, _)| k.as_str() != device_tag);
+    let others = || tag_set.iter().filter(|(k, _)| k != device_tag);
     if let Some(&i) = index.get(name) {
         let same = devices[i].1.len() == others().count()
             && others()
                 .zip(&devices[i].1)
-                .all(|((k, v), (k2, v2))| k.as_str() == k2 && v.as_str() == v2);
+                .all(|((k, v), (k2, v2))| k == k2 && v == v2);
         if same {
             return Ok(i);
         }
     }
     let tags: Vec<(String, String)> = others()
-        .map(|(k, v)| (k.as_str().to_string(), v.as_str().to_string()))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     check_device_text(name, &tags)?;
     Ok(match index.get(name) {
@@ -209,35 +232,31 @@ fn clip(s: &str) -> String {
     s.chars().take(120).collect()
 }
 
-fn encode_field(
-    ty: FieldType,
-    v: &FieldValue<'_>,
-    out: &mut Vec<u8>,
-) -> std::result::Result<(), String> {
+fn encode_field(ty: FieldType, v: &Val<'_>, out: &mut Vec<u8>) -> std::result::Result<(), String> {
     let bad = || format!("{v} does not fit type {}", ty.name());
     match (ty, v) {
-        (FieldType::F64, FieldValue::F64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::F64, FieldValue::I64(x)) => out.extend_from_slice(&(*x as f64).to_le_bytes()),
-        (FieldType::F64, FieldValue::U64(x)) => out.extend_from_slice(&(*x as f64).to_le_bytes()),
-        (FieldType::F32, FieldValue::F64(x)) => out.extend_from_slice(&(*x as f32).to_le_bytes()),
-        (FieldType::I64, FieldValue::I64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::I64, FieldValue::U64(x)) => {
+        (FieldType::F64, Val::F64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+        (FieldType::F64, Val::I64(x)) => out.extend_from_slice(&(*x as f64).to_le_bytes()),
+        (FieldType::F64, Val::U64(x)) => out.extend_from_slice(&(*x as f64).to_le_bytes()),
+        (FieldType::F32, Val::F64(x)) => out.extend_from_slice(&(*x as f32).to_le_bytes()),
+        (FieldType::I64, Val::I64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+        (FieldType::I64, Val::U64(x)) => {
             out.extend_from_slice(&i64::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
-        (FieldType::I32, FieldValue::I64(x)) => {
+        (FieldType::I32, Val::I64(x)) => {
             out.extend_from_slice(&i32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
-        (FieldType::U64, FieldValue::U64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::U64, FieldValue::I64(x)) => {
+        (FieldType::U64, Val::U64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+        (FieldType::U64, Val::I64(x)) => {
             out.extend_from_slice(&u64::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
-        (FieldType::U32, FieldValue::U64(x)) => {
+        (FieldType::U32, Val::U64(x)) => {
             out.extend_from_slice(&u32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
-        (FieldType::U32, FieldValue::I64(x)) => {
+        (FieldType::U32, Val::I64(x)) => {
             out.extend_from_slice(&u32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
-        (FieldType::Bool, FieldValue::Boolean(b)) => out.push(u8::from(*b)),
+        (FieldType::Bool, Val::Bool(b)) => out.push(u8::from(*b)),
         _ => return Err(bad()),
     }
     Ok(())

@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod http;
+pub mod lineparse;
 pub mod lineproto;
 pub mod proto;
 pub mod query_http;
