@@ -78,6 +78,14 @@ pub fn ingest_stream(data: &[u8]) {
     let _ = crate::ingest::proto::Response::decode(data);
 }
 
+/// InfluxDB line protocol text (the daemon's HTTP writes): the plain-line
+/// fast path must agree with InfluxData's parser.
+pub fn line_protocol(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        crate::ingest::lineparse::fuzz_lines(text);
+    }
+}
+
 /// A named fuzz entry point (for the smoke tests and `fuzz/`).
 pub type Target = (&'static str, fn(&[u8]));
 
@@ -92,4 +100,5 @@ pub const TARGETS: &[Target] = &[
     ("hfile_file", hfile_file),
     ("manifest_log", manifest_log),
     ("ingest_stream", ingest_stream),
+    ("line_protocol", line_protocol),
 ];

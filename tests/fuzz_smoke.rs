@@ -449,6 +449,14 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     m.insert("hfile_file", files);
     m.insert("manifest_log", vec![manifest()]);
     m.insert("ingest_stream", ingest_streams());
+    m.insert(
+        "line_protocol",
+        vec![
+            b"readings,device=truck-1,fleet=East latitude=1.5,n=-3i,c=7u,ok=t 1700000000000\n\
+              m,device=a\\ b s=\"x\",f=1e-3 -5\n# comment\nm f=2"
+                .to_vec(),
+        ],
+    );
     m
 }
 

@@ -84,6 +84,27 @@ impl<'a> Line<'a> {
     }
 }
 
+/// Fuzz entry point: every line of `text` through the fast path and the
+/// parser; where the fast path takes a line, the parser must read the
+/// same. Panics on a disagreement (that is the finding).
+pub fn fuzz_lines(text: &str) {
+    for raw in text.split('\n') {
+        let t = raw.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let mut fast_line = Line::default();
+        if fast(t, &mut fast_line).is_some() {
+            let mut slow = Line::default();
+            let parsed = slow.parse_with_crate(t);
+            assert!(parsed.is_ok(), "fast path took {t:?}: {parsed:?}");
+            assert_eq!(fast_line, slow, "{t:?}");
+        } else {
+            let _ = Line::default().parse(t);
+        }
+    }
+}
+
 /// Characters that make a line not plain: escapes, strings, and
 /// separators the parser treats specially.
 fn plain(text: &str) -> bool {
