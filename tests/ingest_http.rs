@@ -301,13 +301,7 @@ fn the_load_generator_writes_line_protocol_with_named_tagged_trucks() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("sent:    240 rows"), "{text}");
-    let mut n = 0;
-    store
-        .scan_all("readings", i64::MIN, i64::MAX, |_| {
-            n += 1;
-            true
-        })
-        .unwrap();
+    let n = common::row_count(&store, "readings");
     assert_eq!(n, 240);
     let east = store.devices(Some(("fleet", "East")));
     let names: Vec<&str> = east.iter().map(|(_, d)| d.name.as_str()).collect();

@@ -234,13 +234,7 @@ impl Store {
                     true
                 })?;
                 for r in rows.iter().rev() {
-                    let v = RowView {
-                        device: DeviceId(r.device),
-                        ts: r.ts,
-                        seq: r.seq,
-                        fields: &r.fields,
-                    };
-                    if !visit(v) {
+                    if !visit(r.view()) {
                         break;
                     }
                 }

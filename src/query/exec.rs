@@ -4,7 +4,6 @@ use super::agg::{Aggregator, GroupBy};
 use super::columns::{DeviceDict, RowBatcher, RowLayout};
 use super::plan::{Devices, Kind, Plan};
 use crate::error::{Error, Result};
-use crate::key::DeviceId;
 use crate::read::{Order, RowView};
 use crate::Store;
 use arrow_array::RecordBatch;
@@ -184,13 +183,7 @@ fn read_rows(store: &Store, plan: &Plan, visit: &mut dyn FnMut(RowView<'_>) -> b
             return Err(Error::invalid("--device", "exactly one device is needed"));
         };
         for r in store.latest(table, ids[0], plan.n)? {
-            let v = RowView {
-                device: DeviceId(r.device),
-                ts: r.ts,
-                seq: r.seq,
-                fields: &r.fields,
-            };
-            if !visit(v) {
+            if !visit(r.view()) {
                 break;
             }
         }

@@ -125,6 +125,10 @@ enum State<W: Write> {
     Arrow(StreamWriter<W>),
 }
 
+fn column_names(schema: &SchemaRef) -> Vec<&str> {
+    schema.fields().iter().map(|f| f.name().as_str()).collect()
+}
+
 fn arrow_err(e: arrow_schema::ArrowError) -> Error {
     Error::invalid("arrow output", e.to_string())
 }
@@ -135,7 +139,7 @@ fn io_err(e: std::io::Error) -> Error {
 
 impl<W: Write> Printer<W> {
     pub fn new(format: Format, schema: SchemaRef, w: W) -> Result<Self> {
-        let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let names = column_names(&schema);
         let state = match format {
             Format::Arrow => State::Arrow(StreamWriter::try_new(w, &schema).map_err(arrow_err)?),
             Format::Csv => {
@@ -164,12 +168,7 @@ impl<W: Write> Printer<W> {
 
     pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
         self.rows += b.num_rows() as u64;
-        let names: Vec<&str> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
+        let names = column_names(&self.schema);
         match &mut self.state {
             State::Arrow(w) => w.write(b).map_err(arrow_err),
             State::Csv(c) => {
@@ -189,12 +188,7 @@ impl<W: Write> Printer<W> {
 
     /// Finish the output (trailers, headers of an empty table).
     pub fn finish(self) -> Result<W> {
-        let names: Vec<&str> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
+        let names = column_names(&self.schema);
         match self.state {
             State::Arrow(mut w) => {
                 w.finish().map_err(arrow_err)?;

@@ -40,6 +40,18 @@ pub struct Row {
     pub fields: Vec<u8>,
 }
 
+impl Row {
+    /// The row as a view (what scan visitors take).
+    pub fn view(&self) -> RowView<'_> {
+        RowView {
+            device: DeviceId(self.device),
+            ts: self.ts,
+            seq: self.seq,
+            fields: &self.fields,
+        }
+    }
+}
+
 impl From<RowView<'_>> for Row {
     fn from(v: RowView<'_>) -> Self {
         Row {

@@ -232,14 +232,7 @@ fn publish_prepared(
     file.write_sync_at(segment::encode_header(no), 0)?;
     backend.rename(&dir.join(segment::PREALLOC_NAME), &path)?;
     backend.sync_dir(dir)?;
-    Ok((
-        file,
-        SegmentInfo {
-            no,
-            path,
-            ..Default::default()
-        },
-    ))
+    Ok((file, SegmentInfo::new(no, path)))
 }
 
 fn create_segment(
@@ -252,12 +245,5 @@ fn create_segment(
     file.write_at(segment::encode_header(no), 0)?;
     file.sync_all()?;
     backend.sync_dir(dir)?;
-    Ok((
-        file,
-        SegmentInfo {
-            no,
-            path,
-            ..Default::default()
-        },
-    ))
+    Ok((file, SegmentInfo::new(no, path)))
 }

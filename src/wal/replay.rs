@@ -131,11 +131,7 @@ pub fn replay(
             continue;
         }
         let scan = scan_segment(&data, &path, no, last, out.last_seq)?;
-        let mut info = SegmentInfo {
-            no,
-            path: path.clone(),
-            ..Default::default()
-        };
+        let mut info = SegmentInfo::new(no, path.clone());
         for (pos, e) in &scan.entries {
             apply(e).map_err(|err| err.at(&path, *pos as u64))?;
             out.last_seq = e.last_seq();

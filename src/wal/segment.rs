@@ -88,6 +88,15 @@ pub struct SegmentInfo {
 }
 
 impl SegmentInfo {
+    /// A segment with no entries noted yet.
+    pub fn new(no: u64, path: PathBuf) -> Self {
+        SegmentInfo {
+            no,
+            path,
+            table_max_seq: HashMap::new(),
+        }
+    }
+
     /// Note an entry for `table` up to `seq`.
     pub fn note(&mut self, table: u32, seq: u64) {
         let e = self.table_max_seq.entry(table).or_insert(0);

@@ -74,3 +74,15 @@ pub fn with_faults(opts: Options) -> (Options, std::sync::Arc<telestore::io::fau
     };
     (opts, faults)
 }
+
+/// Visible rows of `table`, all devices, all time.
+pub fn row_count(store: &Store, table: &str) -> u64 {
+    let mut n = 0;
+    store
+        .scan_all(table, i64::MIN, i64::MAX, |_| {
+            n += 1;
+            true
+        })
+        .unwrap();
+    n
+}
