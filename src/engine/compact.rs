@@ -208,7 +208,7 @@ fn merge_files(
     let mut f = Filter::new(mode);
     let expected = inputs.iter().map(|f| f.info().cells as usize).sum();
     let mut counts = filter::MergeCounts::default();
-    let file = write_hfile(shared, t, expected, &keep_tombs, |w| {
+    let file = write_hfile(shared, t, o.compression, expected, &keep_tombs, |w| {
         counts = filter::merge(sources, &mut f, |c| {
             if shared.closing.load(Relaxed) {
                 return Err(Error::Closed);

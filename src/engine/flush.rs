@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::Memstore;
+use crate::schema::Compression;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -124,7 +125,8 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     let width = cell::cell_width(t.schema.fields_width());
     let (lo, hi) = ([0u8; crate::key::KEY_LEN], crate::hfile::writer::KEY_MAX);
     let tombs = mem.range_tombstones();
-    write_hfile(shared, t, mem.cell_count(), &tombs, |w| {
+    let codec = t.schema.options.compression.for_flush();
+    write_hfile(shared, t, codec, mem.cell_count(), &tombs, |w| {
         let mut buf = Vec::with_capacity(FLUSH_CHUNK_CELLS * width);
         let mut after = None;
         loop {
@@ -141,13 +143,14 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     })
 }
 
-/// Write a new HFile of table `t`: `fill` adds the cells in order, then
+/// Write a new HFile of table `t` with `compression`: `fill` adds the cells in order, then
 /// the file gets `tombs`, is fsynced under a temporary name, renamed,
 /// the directory fsynced, and the file opened (checked). On any error the
 /// temporary file is removed. The caller records it in the manifest.
 pub fn write_hfile(
     shared: &Shared,
     t: &Table,
+    compression: Compression,
     expected_cells: usize,
     tombs: &[crate::cell::RangeTombstone],
     fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
@@ -161,7 +164,7 @@ pub fn write_hfile(
         table_id: t.id,
         layout_id: t.schema.layout_id(),
         fields_width: t.schema.fields_width(),
-        compression: o.compression,
+        compression,
         block_size_bytes: o.block_size_bytes as usize,
         bloom: o.bloom,
         expected_cells,
