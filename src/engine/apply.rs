@@ -1,92 +1,137 @@
-//! The apply thread: takes logged groups from the commit thread, in
-//! sequence order, inserts them into the memstores, freezes full
+//! The apply thread: takes logged (already acknowledged) groups from the
+//! commit thread, in sequence order, inserts them into the memstores,
+//! publishes the applied sequence number to readers and freezes full
 //! memstores (between groups, so a frozen memstore holds every edit up to
-//! its highest sequence number) and acknowledges the writers.
+//! its highest sequence number).
 
-use super::commit::{apply, WriteReq};
+use super::budget::ByteBudget;
+use super::commit::{apply, Logged};
 use super::table::{Region, Table};
 use super::Shared;
 use crossbeam_channel::{Receiver, Sender};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Groups queued between the commit and apply threads; when the apply
-/// thread stalls (flush backlog) the commit thread, then writers, wait.
-pub const APPLY_QUEUE_GROUPS: usize = 4;
+/// Payload bytes of logged groups queued between the commit and apply
+/// threads; when the apply thread stalls (flush backlog) the commit
+/// thread, then writers, wait.
+pub const APPLY_QUEUE_BYTES: usize = 64 << 20;
 
 /// Messages to the apply thread.
 pub enum ApplyMsg {
-    /// Logged writes with their first sequence numbers.
-    Writes(Vec<(WriteReq, u64)>),
+    /// Logged writes, in sequence order.
+    Writes(Vec<Logged>),
     /// Freeze the table's (all tables' when `None`) active memstore.
     Freeze(Option<u32>, Sender<()>),
+    /// Freeze the table's active memstores holding an edit numbered `seq`
+    /// or lower (they pin the oldest WAL segment). Memstores already
+    /// frozen are on their way to the flusher and are left alone.
+    Unpin {
+        table: u32,
+        seq: u64,
+    },
     Shutdown,
 }
 
 pub struct Applier {
     pub shared: Arc<Shared>,
     pub rx: Receiver<ApplyMsg>,
+    /// Given back as each group is applied (see [`group_bytes`]).
+    pub budget: Arc<ByteBudget>,
+}
+
+/// The bytes a group holds against [`APPLY_QUEUE_BYTES`].
+pub fn group_bytes(group: &[Logged]) -> usize {
+    group.iter().map(|w| w.op.payload_bytes()).sum()
 }
 
 impl Applier {
     pub fn run(self) {
+        // However this thread ends, readers and the commit thread must
+        // not wait for it.
+        let _close = CloseGate(&self.shared, &self.budget);
         while let Ok(m) = self.rx.recv() {
             match m {
                 ApplyMsg::Writes(group) => {
-                    for (w, seq) in group {
+                    let bytes = group_bytes(&group);
+                    for w in group {
                         let now = self.shared.opts.clock.now_ms();
-                        let touched = apply(&w.table, seq, &w.op, now);
-                        let last = seq + w.op.count(w.table.schema.row_width()) - 1;
-                        self.shared.applied_seq.fetch_max(last, Ordering::Release);
+                        let touched = apply(&w.table, w.first_seq, &w.op, now);
+                        let last = w.first_seq + w.op.count(w.table.schema.row_width()) - 1;
+                        self.shared.gate.set_applied(last);
                         self.maybe_freeze(&w.table, &touched);
-                        let _ = w.reply.send(Ok(seq));
                     }
+                    self.budget.release(bytes);
                 }
                 ApplyMsg::Freeze(t, reply) => {
                     self.freeze(t);
                     let _ = reply.send(());
                 }
+                ApplyMsg::Unpin { table, seq } => self.unpin(table, seq),
                 ApplyMsg::Shutdown => break,
             }
         }
     }
 
     /// Freeze a region's memstore at the flush threshold; under global
-    /// memory pressure freeze the largest one anywhere; then wait while
-    /// flushes are behind.
+    /// memory pressure hand the flusher the largest one anywhere; then
+    /// wait while flushes are behind.
     fn maybe_freeze(&self, t: &Arc<Table>, touched: &[Arc<Region>]) {
         for r in touched {
             if r.active().bytes() >= self.shared.opts.flush_threshold_bytes && r.freeze() {
                 self.shared.request_flush(t.id);
             }
         }
-        let usage = self.shared.memstore_usage();
-        if usage.active + usage.frozen >= self.shared.opts.memstore_global_bytes {
-            if let Some((table, r)) = usage.largest {
-                if r.freeze() {
-                    self.shared.request_flush(table);
-                }
-            }
-        }
         self.wait_for_flush_room(touched);
     }
 
-    /// Backpressure: while a region has too many frozen memstores, or
-    /// frozen memstores together exceed half the global limit, wait for
-    /// the flusher rather than growing memory without bound.
+    /// Under global pressure freeze the largest memstore (see
+    /// [`super::MemUsage::wants_flush`]); returns whether memstores are over the
+    /// global limit.
+    fn relieve_global_pressure(&self) -> bool {
+        let usage = self.shared.memstore_usage();
+        if usage.wants_flush(&self.shared.opts) {
+            if let Some((table, r)) = &usage.largest {
+                if r.freeze() {
+                    self.shared.request_flush(*table);
+                }
+            }
+        }
+        usage.over_limit(&self.shared.opts)
+    }
+
+    /// Backpressure: while a region has too many frozen memstores, or all
+    /// memstores together are over the global limit, wait for the flusher
+    /// rather than growing memory without bound. Each finished flush lets
+    /// the next largest memstore go to the flusher.
     fn wait_for_flush_room(&self, touched: &[Arc<Region>]) {
         let max = self.shared.opts.frozen_memstores_max.max(1);
-        let global = self.shared.opts.memstore_global_bytes / 2;
         loop {
-            let behind = touched
-                .iter()
-                .any(|r| !r.is_retired() && r.frozen_count() > max)
-                || self.shared.memstore_usage().frozen > global;
+            let over = self.relieve_global_pressure();
+            let behind = over
+                || touched
+                    .iter()
+                    .any(|r| !r.is_retired() && r.frozen_count() > max);
             if !behind || self.shared.check_poisoned().is_err() {
                 break;
             }
             self.shared.wait_flush_progress(Duration::from_millis(50));
+        }
+    }
+
+    fn unpin(&self, table: u32, seq: u64) {
+        let tables = self.shared.tables_snapshot();
+        let Some(t) = tables.iter().find(|t| t.id == table) else {
+            return;
+        };
+        let mut any = false;
+        for r in t.regions().iter() {
+            if r.active().min_seq() <= seq {
+                any |= r.freeze();
+            }
+        }
+        if any {
+            self.shared.request_flush(table);
         }
     }
 
@@ -97,5 +142,14 @@ impl Applier {
                 self.shared.request_flush(t.id);
             }
         }
+    }
+}
+
+struct CloseGate<'a>(&'a Shared, &'a ByteBudget);
+
+impl Drop for CloseGate<'_> {
+    fn drop(&mut self) {
+        self.0.gate.close();
+        self.1.close();
     }
 }

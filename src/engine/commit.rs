@@ -1,13 +1,16 @@
 //! The commit thread: group commit. Writers send requests; while a write
 //! and fdatasync are in flight, new requests queue up and are coalesced
 //! into the next group: one WAL write and at most one fdatasync for the
-//! whole group. Sequence numbers are assigned here, in WAL order. Logged
-//! groups go, in order, to the apply thread (`apply.rs`), which updates
-//! the memstores and acknowledges — so the fsync of group N+1 overlaps the
-//! memstore inserts of group N, and memstores still see edits in sequence
-//! order.
+//! whole group. Sequence numbers are assigned here, in WAL order. Once a
+//! group is logged (durable as asked) its writers are acknowledged and the
+//! group goes, in order, to the apply thread (`apply.rs`), which updates
+//! the memstores — so ack latency is the WAL's alone, the fsync of group
+//! N+1 overlaps the memstore inserts of group N, and memstores still see
+//! edits in sequence order. Reads wait for the apply thread to reach what
+//! was acknowledged before they began (`visibility.rs`).
 
-use super::apply::ApplyMsg;
+use super::apply::{group_bytes, ApplyMsg};
+use super::budget::ByteBudget;
 use super::options::Durability;
 use super::table::{Region, Table};
 use super::Shared;
@@ -38,6 +41,15 @@ pub enum Op {
 }
 
 impl Op {
+    /// Bytes of the edit's payload (what it holds in memory until applied).
+    pub(super) fn payload_bytes(&self) -> usize {
+        match self {
+            Op::Put(b) => b.len(),
+            Op::DeletePoints(p) => p.len() * std::mem::size_of::<(DeviceId, i64)>(),
+            Op::DeleteRange { .. } => std::mem::size_of::<Op>(),
+        }
+    }
+
     pub(super) fn count(&self, row_width: usize) -> u64 {
         match self {
             Op::Put(b) => (b.len() / row_width) as u64,
@@ -53,6 +65,13 @@ pub struct WriteReq {
     pub op: Op,
     pub durability: Durability,
     pub reply: Sender<Result<u64>>,
+}
+
+/// A logged (and acknowledged) edit on its way to the memstores.
+pub struct Logged {
+    pub table: Arc<Table>,
+    pub op: Op,
+    pub first_seq: u64,
 }
 
 /// Messages to the commit thread.
@@ -73,6 +92,7 @@ pub struct Committer {
     pub shared: Arc<Shared>,
     pub rx: Receiver<Msg>,
     apply_tx: Sender<ApplyMsg>,
+    apply_budget: Arc<ByteBudget>,
     pub next_seq: u64,
     buf: Vec<u8>,
     unsynced_since: Option<Instant>,
@@ -85,12 +105,14 @@ impl Committer {
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
         apply_tx: Sender<ApplyMsg>,
+        apply_budget: Arc<ByteBudget>,
         next_seq: u64,
     ) -> Self {
         Committer {
             shared,
             rx,
             apply_tx,
+            apply_budget,
             next_seq,
             buf: Vec::with_capacity(1 << 20),
             unsynced_since: None,
@@ -202,8 +224,8 @@ impl Committer {
     }
 
     /// When more than `wal_segments_max` segments are live, ask the apply
-    /// thread to freeze (and so flush) every table still holding edits in
-    /// the oldest one — once per oldest segment (the monitor's `Unpin`
+    /// thread to freeze (and so flush) every active memstore still holding
+    /// edits of the oldest one — once per oldest segment (the monitor's `Unpin`
     /// message asks again every second).
     fn unpin_wal(&mut self) {
         let oldest = {
@@ -220,8 +242,10 @@ impl Committer {
         let flushed = self.shared.durable_seqs();
         for (table, seq) in &oldest.table_max_seq {
             if flushed.get(table).copied().unwrap_or(0) < *seq {
-                let (tx, _rx) = crossbeam_channel::bounded(1);
-                let _ = self.apply_tx.send(ApplyMsg::Freeze(Some(*table), tx));
+                let _ = self.apply_tx.send(ApplyMsg::Unpin {
+                    table: *table,
+                    seq: *seq,
+                });
             }
         }
     }
@@ -235,13 +259,26 @@ impl Committer {
             Ok(s) => s,
             Err(e) => return reply_all(writes, &e),
         };
-        let group = writes.into_iter().zip(first_seqs).collect();
-        if let Err(crossbeam_channel::SendError(ApplyMsg::Writes(g))) =
-            self.apply_tx.send(ApplyMsg::Writes(group))
-        {
-            let e = Error::Closed;
-            reply_all(g.into_iter().map(|(w, _)| w).collect(), &e);
-        }
+        // Logged: the writers may be told, and reads begun after that
+        // must wait for the memstores to catch up to this point.
+        self.shared.gate.set_logged(self.next_seq - 1);
+        let group: Vec<Logged> = writes
+            .into_iter()
+            .zip(first_seqs)
+            .map(|(w, seq)| {
+                let _ = w.reply.send(Ok(seq));
+                Logged {
+                    table: w.table,
+                    op: w.op,
+                    first_seq: seq,
+                }
+            })
+            .collect();
+        // The apply thread is gone only after a shutdown message, which
+        // this thread sends last: a failed send loses nothing the WAL
+        // does not hold.
+        self.apply_budget.acquire(group_bytes(&group));
+        let _ = self.apply_tx.send(ApplyMsg::Writes(group));
     }
 
     /// Assign sequence numbers, write the WAL frames and sync as needed.

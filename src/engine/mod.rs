@@ -10,6 +10,7 @@
 //! ```
 
 mod apply;
+mod budget;
 mod commit;
 mod compact;
 mod devices;
@@ -20,6 +21,7 @@ mod reads;
 mod regions;
 mod split;
 mod table;
+mod visibility;
 
 pub use compact::Outcome as CompactionOutcome;
 pub use devices::REGISTRY_ID_BASE;
@@ -59,8 +61,9 @@ pub struct Shared {
     commit_tx: Sender<Msg>,
     progress: (Mutex<u64>, Condvar),
     pub(crate) prefetch: Arc<crate::read::prefetch::Prefetcher>,
-    /// Highest sequence number applied to the memstores; reads snapshot it.
-    pub(crate) applied_seq: AtomicU64,
+    /// Sequence numbers acknowledged and applied; reads snapshot the
+    /// applied one after waiting for what was acknowledged.
+    pub(crate) gate: visibility::SeqGate,
     /// Set when the store is closing: long work (compaction) stops early.
     pub(crate) closing: AtomicBool,
     /// The compaction queue; `None` once closing.
@@ -139,7 +142,7 @@ impl Shared {
     /// Per table, the sequence number up to which every region's edits
     /// are in HFiles (a WAL segment retires when it holds nothing newer).
     pub(crate) fn durable_seqs(&self) -> HashMap<u32, u64> {
-        let applied = self.applied_seq.load(Ordering::Acquire);
+        let applied = self.gate.applied();
         self.tables_snapshot()
             .iter()
             .map(|t| (t.id, t.durable_seq(applied)))
@@ -164,6 +167,7 @@ impl Shared {
                 let (a, f) = r.memstore_bytes();
                 u.active += a;
                 u.frozen += f;
+                u.frozen_count += r.frozen_count();
                 if a > top {
                     top = a;
                     u.largest = Some((t.id, r.clone()));
@@ -237,7 +241,26 @@ impl Default for EngineMetrics {
 pub(crate) struct MemUsage {
     pub active: usize,
     pub frozen: usize,
+    /// Frozen memstores (being flushed or waiting for the flusher).
+    pub frozen_count: usize,
     pub largest: Option<(u32, Arc<Region>)>,
+}
+
+impl MemUsage {
+    pub fn total(&self) -> usize {
+        self.active + self.frozen
+    }
+    /// Writers wait above the global limit.
+    pub fn over_limit(&self, o: &Options) -> bool {
+        self.total() > o.memstore_global_bytes
+    }
+    /// From three quarters of the global limit the largest active memstore
+    /// is handed to the flusher — one at a time, as HBase's flusher takes
+    /// regions: while one frozen memstore is flushing and another waits,
+    /// freezing more would only make smaller files.
+    pub fn wants_flush(&self, o: &Options) -> bool {
+        self.total() >= o.memstore_global_bytes / 4 * 3 && self.frozen_count < 2
+    }
 }
 
 /// Acknowledgement of a write.
@@ -516,8 +539,9 @@ impl Store {
         self.shared.check_poisoned()
     }
 
-    /// Counters.
+    /// Counters (counting every write acknowledged before the call).
     pub fn stats(&self) -> StoreStats {
+        self.shared.gate.wait_caught_up();
         let mut s = StoreStats {
             io: Some(self.io_kind()),
             wal_segments: self.shared.wal().segment_count(),
@@ -587,7 +611,7 @@ impl Store {
                 .cloned()
                 .collect::<Vec<_>>();
             // The apply thread waits on the same condition.
-            (files, u.frozen > o.memstore_global_bytes / 2)
+            (files, u.over_limit(o))
         };
         let (files, mem) = over();
         if files.is_empty() && !mem {

@@ -1,7 +1,8 @@
 //! Open and recover: lock the directory, pick the I/O backend, clean up
 //! orphans, load the manifest and HFiles, replay the WAL, start threads.
 
-use super::apply::{Applier, APPLY_QUEUE_GROUPS};
+use super::apply::{Applier, APPLY_QUEUE_BYTES};
+use super::budget::ByteBudget;
 use super::commit::{apply, Committer, Op};
 use super::flush::{self, file_name};
 use super::table::{Region, Table};
@@ -124,7 +125,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         flush_tx,
         commit_tx: commit_tx.clone(),
         progress: (Mutex::new(0), Condvar::new()),
-        applied_seq: AtomicU64::new(next_seq - 1),
+        gate: super::visibility::SeqGate::new(next_seq - 1),
         prefetch: Arc::new(
             Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
                 .map_err(|e| Error::io("<read-ahead threads>", e))?,
@@ -145,15 +146,25 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             shared.request_flush(t.id);
         }
     }
-    let (apply_tx, apply_rx) = bounded(APPLY_QUEUE_GROUPS);
-    let committer = Committer::new(shared.clone(), commit_rx, apply_tx, next_seq);
+    // Unbounded in messages, bounded in bytes (the budget).
+    let (apply_tx, apply_rx) = unbounded();
+    let budget = Arc::new(ByteBudget::new(APPLY_QUEUE_BYTES));
+    let committer = Committer::new(
+        shared.clone(),
+        commit_rx,
+        apply_tx,
+        budget.clone(),
+        next_seq,
+    );
     let applier = Applier {
         shared: shared.clone(),
         rx: apply_rx,
+        budget,
     };
     let s2 = shared.clone();
     let s3 = shared.clone();
     let (monitor_tx, monitor_rx) = bounded::<()>(1);
+    let nice = shared.opts.background_nice;
     // Order matters to `Store::shutdown`: the monitor first (it stops when
     // its channel closes), the compactors after the writers, the flusher
     // last.
@@ -162,16 +173,20 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             super::regions::monitor(s3, monitor_rx)
         })?,
         spawn("telestore-commit", move || committer.run())?,
-        spawn("telestore-apply", move || applier.run())?,
+        spawn_niced("telestore-apply", nice, move || applier.run())?,
     ];
     for i in 0..shared.opts.compaction_threads {
         let (s, rx) = (shared.clone(), compact_rx.clone());
-        threads.push(spawn(&format!("telestore-compact-{i}"), move || {
-            super::compact::worker(s, rx)
-        })?);
+        threads.push(spawn_niced(
+            &format!("telestore-compact-{i}"),
+            nice,
+            move || super::compact::worker(s, rx),
+        )?);
     }
     drop(compact_rx);
-    threads.push(spawn("telestore-flush", move || flusher(s2, flush_rx))?);
+    threads.push(spawn_niced("telestore-flush", nice, move || {
+        flusher(s2, flush_rx)
+    })?);
     tracing::info!(
         "opened {} (io: {}, {} WAL entries replayed, next seq {})",
         dir.display(),
@@ -188,9 +203,28 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {
+    spawn_niced(name, 0, f)
+}
+
+/// Spawn a thread that first lowers its own priority to `nice` (0: as
+/// is). A refusal is logged and the thread runs at normal priority.
+fn spawn_niced(
+    name: &str,
+    nice: i32,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>> {
+    let label = name.to_string();
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(f)
+        .spawn(move || {
+            if nice > 0 {
+                let tid = rustix::thread::gettid();
+                if let Err(e) = rustix::process::setpriority_process(Some(tid), nice) {
+                    tracing::warn!("{label}: could not lower priority to nice {nice}: {e}");
+                }
+            }
+            f()
+        })
         .map_err(|e| Error::io(name, e))
 }
 

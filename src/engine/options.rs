@@ -55,9 +55,10 @@ pub struct Options {
     pub flush_threshold_bytes: usize,
     /// Frozen memstores per region before writers wait for flushes.
     pub frozen_memstores_max: usize,
-    /// When all memstores together reach this size, the largest region's
-    /// memstore is frozen and flushed; writers wait while frozen memstores
-    /// alone hold more than half of it.
+    /// Memory for all memstores together (active and frozen). From three
+    /// quarters of it the largest region's memstore is frozen and flushed,
+    /// one at a time (the next once at most one frozen memstore is left);
+    /// writers wait while memstores hold more than all of it.
     pub memstore_global_bytes: usize,
     /// A region whose HFile data exceeds this splits in two after a flush
     /// (`u64::MAX`: never automatically).
@@ -71,6 +72,12 @@ pub struct Options {
     /// Background compaction workers (0: compactions run only when asked,
     /// `Store::compact`).
     pub compaction_threads: usize,
+    /// Nice value (0..=19) of the threads that work behind the
+    /// acknowledgement: memstore apply, flush and compaction. They are
+    /// CPU-bound; at a lower priority they yield the CPU at once to the
+    /// commit and network threads an acknowledgement waits for (RocksDB
+    /// lowers its background pools the same way). 0 leaves them as is.
+    pub background_nice: i32,
     /// Scheduled major compaction period per region (± 50 % jitter);
     /// 0 turns the schedule off.
     pub major_compaction_period_ms: i64,
@@ -84,8 +91,9 @@ pub struct Options {
     /// one is a quarter full), so appends overwrite allocated blocks and
     /// each fdatasync skips the file-system journal (`formats/wal.md`).
     pub wal_preallocate: bool,
-    /// Live WAL segments before the tables holding the oldest one back are
-    /// flushed (so a rarely written table cannot pin the WAL forever).
+    /// Live WAL segments before the active memstores holding edits of the
+    /// oldest one are flushed (so a rarely written table cannot pin the
+    /// WAL forever).
     pub wal_segments_max: usize,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
@@ -110,6 +118,7 @@ impl Default for Options {
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
             compaction: CompactionPolicy::default(),
             compaction_threads: 1,
+            background_nice: 19,
             major_compaction_period_ms: 7 * 24 * 3600 * 1000,
             blocking_file_count: 16,
             write_stall_max_ms: 10_000,
@@ -203,6 +212,12 @@ impl Options {
                 format!("{} outside 0..=16", self.compaction_threads),
             ));
         }
+        if !(0..=19).contains(&self.background_nice) {
+            return Err(Error::invalid(
+                "background_nice",
+                format!("{} outside 0..=19", self.background_nice),
+            ));
+        }
         if self.blocking_file_count <= c.min_files {
             return Err(Error::invalid(
                 "blocking_file_count",
@@ -254,6 +269,7 @@ impl std::fmt::Debug for Options {
             .field("scan_threads", &self.scan_threads)
             .field("compaction", &self.compaction)
             .field("compaction_threads", &self.compaction_threads)
+            .field("background_nice", &self.background_nice)
             .field(
                 "major_compaction_period_ms",
                 &self.major_compaction_period_ms,

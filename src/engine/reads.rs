@@ -62,7 +62,7 @@ impl Store {
         // Everything applied (and so acknowledged) before this point is
         // visible; anything applied later is ignored, even if a memstore
         // chunk copied below already holds it.
-        let (read_seq, states) = t.read_snapshot(&self.shared.applied_seq, &regions);
+        let (read_seq, states) = t.read_snapshot(&self.shared.gate, &regions);
         let mut total = ReadStats::default();
         let mut more = true;
         for (r, st) in regions.iter().zip(states) {
@@ -312,7 +312,7 @@ mod parallel {
         let regions = t.regions();
         // All regions are snapshotted now, not when their sub-scan starts:
         // the scan is one point in time however slowly it is consumed.
-        let (read_seq, states) = t.read_snapshot(&store.shared.applied_seq, &regions);
+        let (read_seq, states) = t.read_snapshot(&store.shared.gate, &regions);
         let fw = t.schema.fields_width();
         let (senders, receivers): (Vec<Sender<Msg>>, Vec<Receiver<Msg>>) =
             regions.iter().map(|_| bounded(CHUNKS_AHEAD)).unzip();

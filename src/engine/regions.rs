@@ -96,9 +96,11 @@ pub(crate) fn monitor(shared: std::sync::Arc<Shared>, stop: crossbeam_channel::R
 }
 
 impl Store {
-    /// The table's regions in key order, with load statistics.
+    /// The table's regions in key order, with load statistics (counting
+    /// every write acknowledged before the call).
     pub fn regions(&self, table: &str) -> Result<Vec<RegionInfo>> {
         let t = self.shared.table(table)?;
+        self.shared.gate.wait_caught_up();
         self.shared.check_hotspots();
         let cfg = self.shared.opts.hotspot;
         let now = self.shared.opts.clock.now_ms();

@@ -1,6 +1,7 @@
 //! A table's live state: its regions, each with an active memstore,
 //! frozen memstores waiting for their flush, and its HFiles.
 
+use super::visibility::SeqGate;
 use crate::hfile::HFileReader;
 use crate::key::RowKey;
 use crate::memstore::Memstore;
@@ -234,14 +235,11 @@ impl Table {
     /// the epoch before swapping, so a snapshot that straddles a swap is
     /// taken again, and any compaction swapped in before it only used
     /// cells the read can see.
-    pub fn read_snapshot(
-        &self,
-        applied: &AtomicU64,
-        regions: &[Arc<Region>],
-    ) -> (u64, Vec<TableState>) {
+    pub fn read_snapshot(&self, gate: &SeqGate, regions: &[Arc<Region>]) -> (u64, Vec<TableState>) {
+        gate.wait_caught_up();
         loop {
             let e1 = self.compaction_epoch.load(Ordering::SeqCst);
-            let read_seq = applied.load(Ordering::Acquire);
+            let read_seq = gate.applied();
             let states = regions.iter().map(|r| r.snapshot()).collect();
             if self.compaction_epoch.load(Ordering::SeqCst) == e1 {
                 return (read_seq, states);
