@@ -49,19 +49,6 @@ fn entry_offsets(data: &[u8]) -> Vec<usize> {
     out
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 fn batches_present(dir: &Path, opts: Options) -> Vec<u64> {
     let store = open(dir, opts);
     let rows = store

@@ -30,6 +30,8 @@ pub enum ApplyMsg {
         table: u32,
         seq: u64,
     },
+    /// Freeze memstores until they are back under the global limit.
+    Relieve,
     Shutdown,
 }
 
@@ -68,6 +70,7 @@ impl Applier {
                     let _ = reply.send(());
                 }
                 ApplyMsg::Unpin { table, seq } => self.unpin(table, seq),
+                ApplyMsg::Relieve => self.wait_for_flush_room(&[]),
                 ApplyMsg::Shutdown => break,
             }
         }
@@ -149,6 +152,10 @@ struct CloseGate<'a>(&'a Shared, &'a ByteBudget);
 
 impl Drop for CloseGate<'_> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Writes acknowledged from now on would never become readable.
+            self.0.poison(&crate::error::Error::Closed);
+        }
         self.0.gate.close();
         self.1.close();
     }

@@ -85,6 +85,10 @@ pub enum Msg {
     /// Check whether idle tables pin the oldest WAL segment (sent by the
     /// monitor thread, so a pinned WAL is freed even when writes stop).
     Unpin,
+    /// Writers are stalled over the global memstore limit: have the apply
+    /// thread freeze memstores for the flusher (nothing else would while
+    /// no write gets through, e.g. right after recovery).
+    Relieve,
     Shutdown,
 }
 
@@ -190,6 +194,9 @@ impl Committer {
                     self.forced_for_segment = None;
                     self.unpin_wal();
                 }
+                Msg::Relieve => {
+                    let _ = self.apply_tx.send(ApplyMsg::Relieve);
+                }
                 Msg::Shutdown => keep_going = false,
                 Msg::Write(_) => unreachable!("writes are split out above"),
             }
@@ -274,11 +281,13 @@ impl Committer {
                 }
             })
             .collect();
-        // The apply thread is gone only after a shutdown message, which
-        // this thread sends last: a failed send loses nothing the WAL
-        // does not hold.
+        // The apply thread is gone before the shutdown message (which this
+        // thread sends last) only if it panicked: the WAL holds the group,
+        // but no read will see it before a reopen, so stop the write path.
         self.apply_budget.acquire(group_bytes(&group));
-        let _ = self.apply_tx.send(ApplyMsg::Writes(group));
+        if self.apply_tx.send(ApplyMsg::Writes(group)).is_err() {
+            self.shared.poison(&Error::Closed);
+        }
     }
 
     /// Assign sequence numbers, write the WAL frames and sync as needed.

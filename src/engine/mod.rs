@@ -153,7 +153,14 @@ impl Shared {
     pub(crate) fn retire_wal(&self) -> Result<()> {
         let durable = self.durable_seqs();
         let f = move |t: u32| durable.get(&t).copied().unwrap_or(0);
-        self.wal().retire(&f)?;
+        // Unlinks and the directory fsync run outside the WAL lock: the
+        // commit thread appends meanwhile.
+        let (segs, (backend, dir)) = {
+            let mut w = self.wal();
+            (w.take_retirable(&f), w.files())
+        };
+        let outcome = crate::wal::delete_segments(&*backend, &dir, segs);
+        self.wal().delete_or_restore(outcome)?;
         Ok(())
     }
 
@@ -629,6 +636,9 @@ impl Store {
                 files.len(),
                 o.blocking_file_count
             );
+        }
+        if mem {
+            let _ = self.commit_tx.send(Msg::Relieve);
         }
         let deadline = std::time::Instant::now() + Duration::from_millis(o.write_stall_max_ms);
         for r in &files {

@@ -48,9 +48,10 @@ impl Store {
         q: &Query,
         mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
-        // Everything applied (and so acknowledged) before this point is
-        // visible; anything applied later is ignored, even if a memstore
-        // chunk copied below already holds it.
+        // Every write acknowledged before this point is applied before the
+        // regions are listed (a split meanwhile moves pending writes to
+        // the daughters, not to the parents a read would have listed).
+        self.shared.gate.wait_caught_up();
         let all = t.regions();
         // Regions are sorted by start: begin at the one holding `lo`.
         let first = all.partition_point(|r| r.start <= q.lo).saturating_sub(1);
@@ -309,6 +310,8 @@ mod parallel {
         q: &Query,
         mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
+        // As in `Store::run`: applied up to now, then list the regions.
+        store.shared.gate.wait_caught_up();
         let regions = t.regions();
         // All regions are snapshotted now, not when their sub-scan starts:
         // the scan is one point in time however slowly it is consumed.

@@ -230,13 +230,13 @@ impl Table {
     }
 
     /// A point-in-time view for a read: the read sequence number and the
-    /// state of each region in `regions`, taken together. A compaction
+    /// state of each region in `regions`, taken together. The caller waits
+    /// on the gate (`SeqGate::wait_caught_up`) before listing `regions`. A compaction
     /// may drop versions that only cells newer than a read hide; it bumps
     /// the epoch before swapping, so a snapshot that straddles a swap is
     /// taken again, and any compaction swapped in before it only used
     /// cells the read can see.
     pub fn read_snapshot(&self, gate: &SeqGate, regions: &[Arc<Region>]) -> (u64, Vec<TableState>) {
-        gate.wait_caught_up();
         loop {
             let e1 = self.compaction_epoch.load(Ordering::SeqCst);
             let read_seq = gate.applied();

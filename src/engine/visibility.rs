@@ -44,7 +44,7 @@ impl SeqGate {
 
     /// Highest sequence number in the memstores.
     pub fn applied(&self) -> u64 {
-        self.applied.load(Ordering::Acquire)
+        self.applied.load(Ordering::SeqCst)
     }
 
     /// The commit thread: every sequence number up to `seq` is logged and
@@ -56,13 +56,16 @@ impl SeqGate {
     /// The apply thread: every sequence number up to `seq` is in the
     /// memstores.
     pub fn set_applied(&self, seq: u64) {
-        self.applied.fetch_max(seq, Ordering::Release);
+        // SeqCst here and on `waiters`: a store followed by a load on each
+        // side (Dekker), so either the reader sees the new value or this
+        // thread sees the waiter.
+        self.applied.fetch_max(seq, Ordering::SeqCst);
         self.wake();
     }
 
     /// The apply thread has stopped; nothing more will be applied.
     pub fn close(&self) {
-        self.applying.store(false, Ordering::Release);
+        self.applying.store(false, Ordering::SeqCst);
         self.wake();
     }
 
@@ -82,7 +85,7 @@ impl SeqGate {
         }
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        while self.applied() < target && self.applying.load(Ordering::Acquire) {
+        while self.applied() < target && self.applying.load(Ordering::SeqCst) {
             g = match self.cv.wait_timeout(g, RECHECK) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,

@@ -10,8 +10,8 @@ pub use frame::{Entry, EntryKind};
 pub use replay::{replay, scan_segment, ReplayOutcome, SegmentScan, Verdict};
 pub use segment::SegmentInfo;
 
-use crate::error::Result;
-use crate::io::{BackendRef, IoFile, OpenMode};
+use crate::error::{Error, Result};
+use crate::io::{Backend, BackendRef, IoFile, OpenMode};
 use std::path::{Path, PathBuf};
 
 /// Default segment size before rolling over.
@@ -157,22 +157,44 @@ impl WalWriter {
 
     /// Delete sealed segments whose every edit is flushed. Returns how many.
     pub fn retire(&mut self, flushed: &dyn Fn(u32) -> u64) -> Result<usize> {
-        let mut removed = 0;
-        let mut i = 0;
-        while i < self.sealed.len() {
-            if self.sealed[i].retirable(flushed) {
-                // On error the segment stays listed (and is retried later).
-                self.backend.remove_file(&self.sealed[i].path)?;
-                self.sealed.remove(i);
-                removed += 1;
-            } else {
-                i += 1;
-            }
-        }
-        if removed > 0 {
-            self.backend.sync_dir(&self.dir)?;
-        }
-        Ok(removed)
+        let segs = self.take_retirable(flushed);
+        let n = segs.len();
+        let backend = self.backend.clone();
+        let dir = self.dir.clone();
+        self.delete_or_restore(delete_segments(&*backend, &dir, segs))?;
+        Ok(n)
+    }
+
+    /// Take the sealed segments whose every edit is flushed off the list.
+    /// The caller deletes them with [`delete_segments`] — outside the lock
+    /// the writer lives behind, so the unlinks and the directory fsync do
+    /// not hold up appends — and hands failures to
+    /// [`WalWriter::delete_or_restore`].
+    pub fn take_retirable(&mut self, flushed: &dyn Fn(u32) -> u64) -> Vec<SegmentInfo> {
+        let (gone, keep) = std::mem::take(&mut self.sealed)
+            .into_iter()
+            .partition(|s| s.retirable(flushed));
+        self.sealed = keep;
+        gone
+    }
+
+    /// Put back the segments [`delete_segments`] could not delete (they
+    /// are retried at the next retirement) and return its error.
+    pub fn delete_or_restore(
+        &mut self,
+        outcome: std::result::Result<(), (Vec<SegmentInfo>, Error)>,
+    ) -> Result<()> {
+        let Err((failed, e)) = outcome else {
+            return Ok(());
+        };
+        self.sealed.extend(failed);
+        self.sealed.sort_by_key(|s| s.no);
+        Err(e)
+    }
+
+    /// The backend and directory [`delete_segments`] needs.
+    pub fn files(&self) -> (BackendRef, PathBuf) {
+        (self.backend.clone(), self.dir.clone())
     }
 
     /// The oldest sealed segment, if any (the one a lagging table pins).
@@ -246,4 +268,31 @@ fn create_segment(
     file.sync_all()?;
     backend.sync_dir(dir)?;
     Ok((file, SegmentInfo::new(no, path)))
+}
+
+/// Delete retired segments and fsync the directory. On failure, the
+/// segments not known to be gone come back with the error (a segment
+/// whose unlink succeeded but whose directory fsync failed is listed again
+/// too: deleting it twice is harmless, forgetting it is not).
+pub fn delete_segments(
+    backend: &dyn Backend,
+    dir: &Path,
+    segs: Vec<SegmentInfo>,
+) -> std::result::Result<(), (Vec<SegmentInfo>, Error)> {
+    if segs.is_empty() {
+        return Ok(());
+    }
+    for (i, s) in segs.iter().enumerate() {
+        // Gone already: a retry after a failed directory fsync.
+        if !s.path.exists() {
+            continue;
+        }
+        if let Err(e) = backend.remove_file(&s.path) {
+            return Err((segs.into_iter().skip(i).collect(), e));
+        }
+    }
+    match backend.sync_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) => Err((segs, e)),
+    }
 }

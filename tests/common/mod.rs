@@ -86,3 +86,18 @@ pub fn row_count(store: &Store, table: &str) -> u64 {
         .unwrap();
     n
 }
+
+/// Copy a data directory (a crash image when the store that had it open
+/// was forgotten, not closed).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
