@@ -434,9 +434,10 @@ fn continuous_ingest_keeps_files_per_region_bounded() {
     let opts = Options {
         flush_threshold_bytes: 32 << 10,
         compaction_threads: 1,
-        // Other tests of this binary keep both cores busy; at the default
-        // nice 19 the compactor would only run once writers stall, and
-        // this test is about it keeping up alongside them.
+        // Other tests of this binary keep both cores busy at normal
+        // priority: at the default nice 19 the compactor would only run
+        // once writers stall (see `Options::background_nice`), and this
+        // test is about it keeping up alongside them.
         background_nice: 0,
         ..Options::default()
     };

@@ -76,7 +76,13 @@ pub struct Options {
     /// acknowledgement: memstore apply, flush and compaction. They are
     /// CPU-bound; at a lower priority they yield the CPU at once to the
     /// commit and network threads an acknowledgement waits for (RocksDB
-    /// lowers its background pools the same way). 0 leaves them as is.
+    /// can lower its background pools the same way). Default 19: at half
+    /// the sustained ingest peak it is what keeps the ack p99 near 10 ms
+    /// instead of 190–280 ms (benches/RESULTS.md). The price: threads or
+    /// processes that keep every core busy at normal priority can starve
+    /// flushes and compactions until writers stall and are refused
+    /// `Busy`. Set 0 where the store shares its cores with CPU-heavy work
+    /// (an unprivileged process cannot raise the priority back later).
     pub background_nice: i32,
     /// Scheduled major compaction period per region (± 50 % jitter);
     /// 0 turns the schedule off.
