@@ -15,7 +15,7 @@ use telestore::{Options, Store};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML file with any of: dir, listen, http_listen, token,
-    /// max_inflight_mib, device_tag.
+    /// max_inflight_mib, device_tag, background_nice.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -44,6 +44,13 @@ pub struct ServeArgs {
     /// to the device registry [default: device].
     #[arg(long)]
     device_tag: Option<String>,
+    /// Nice value (0..=19) of the memstore-apply, flush and compaction
+    /// threads, so they yield the CPU to the threads an ack waits for
+    /// [default: 19]. Set 0 when the daemon shares its cores with
+    /// CPU-heavy work: busy normal-priority neighbours can starve flushes
+    /// and compactions until writes are refused as busy.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..=19))]
+    background_nice: Option<i32>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -55,6 +62,7 @@ struct ServeFile {
     token: Option<String>,
     max_inflight_mib: Option<usize>,
     device_tag: Option<String>,
+    background_nice: Option<i32>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -90,8 +98,17 @@ pub fn run(a: ServeArgs) -> Result<()> {
         ..ServerConfig::default()
     };
     let store = Arc::new(
-        Store::open(&dir, Options::default())
-            .with_context(|| format!("opening {}", dir.display()))?,
+        Store::open(
+            &dir,
+            Options {
+                background_nice: a
+                    .background_nice
+                    .or(f.background_nice)
+                    .unwrap_or(Options::default().background_nice),
+                ..Options::default()
+            },
+        )
+        .with_context(|| format!("opening {}", dir.display()))?,
     );
     let server = start(store.clone(), listen, cfg)
         .with_context(|| format!("listening on {listen} / {http}"))?;
