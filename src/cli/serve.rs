@@ -97,19 +97,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .unwrap_or_else(|| "device".into()),
         ..ServerConfig::default()
     };
-    let store = Arc::new(
-        Store::open(
-            &dir,
-            Options {
-                background_nice: a
-                    .background_nice
-                    .or(f.background_nice)
-                    .unwrap_or(Options::default().background_nice),
-                ..Options::default()
-            },
-        )
-        .with_context(|| format!("opening {}", dir.display()))?,
-    );
+    let mut opts = Options::default();
+    if let Some(n) = a.background_nice.or(f.background_nice) {
+        opts.background_nice = n;
+    }
+    let store =
+        Arc::new(Store::open(&dir, opts).with_context(|| format!("opening {}", dir.display()))?);
     let server = start(store.clone(), listen, cfg)
         .with_context(|| format!("listening on {listen} / {http}"))?;
     tracing::info!(

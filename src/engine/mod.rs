@@ -171,10 +171,10 @@ impl Shared {
         let mut top = 0;
         for t in self.tables_snapshot() {
             for r in t.regions().iter() {
-                let (a, f) = r.memstore_bytes();
+                let (a, f, n) = r.memstore_load();
                 u.active += a;
                 u.frozen += f;
-                u.frozen_count += r.frozen_count();
+                u.frozen_count += n;
                 if a > top {
                     top = a;
                     u.largest = Some((t.id, r.clone()));
@@ -603,10 +603,10 @@ impl Store {
     }
 
     /// Write stall: while a region of the table has more than
-    /// `blocking_file_count` HFiles or memstores waiting for their flush
-    /// hold more than half of `memstore_global_bytes`, wait for flushes
-    /// and compactions; past `write_stall_max_ms` refuse with `Busy`
-    /// (nothing applied).
+    /// `blocking_file_count` HFiles or all memstores together hold more
+    /// than `memstore_global_bytes`, wait for flushes and compactions
+    /// (asking the apply thread to freeze memstores for the flusher); past
+    /// `write_stall_max_ms` refuse with `Busy` (nothing applied).
     fn admit(&self, t: &Table) -> Result<()> {
         let o = &self.shared.opts;
         let over = || {

@@ -128,9 +128,16 @@ impl Region {
 
     /// (active bytes, frozen bytes).
     pub fn memstore_bytes(&self) -> (usize, usize) {
+        let (active, frozen, _) = self.memstore_load();
+        (active, frozen)
+    }
+
+    /// Active bytes, frozen bytes and frozen memstores, under one lock
+    /// (read on every write by the apply thread and the writers).
+    pub fn memstore_load(&self) -> (usize, usize, usize) {
         let st = self.state.read().unwrap_or_else(|p| p.into_inner());
         let frozen = st.frozen.iter().map(|m| m.bytes()).sum();
-        (st.active.bytes(), frozen)
+        (st.active.bytes(), frozen, st.frozen.len())
     }
 
     /// Highest sequence number below which this region holds nothing
