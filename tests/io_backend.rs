@@ -115,6 +115,63 @@ fn failed_fsync_poisons_the_write_path_until_reopen() {
         .unwrap();
 }
 
+/// What a writer got, and whether the slow sync was over when it did.
+type Outcome = (telestore::Result<u64>, bool);
+
+/// Two sync groups in flight: the first one's fdatasync is slow (and
+/// fails when `fails`), the second one's is quick. Returns both writes'
+/// outcomes.
+fn overtaking_syncs(fails: bool) -> [Outcome; 2] {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        wal_syncs_in_flight: 2,
+        ..Options::default()
+    };
+    let (store, faults) = faulty_store(dir.path(), opts);
+    let store = Arc::new(store);
+    let slow = faults.syncs.load(Ordering::SeqCst);
+    faults.slow_sync_fails.store(fails, Ordering::SeqCst);
+    faults.slow_sync_ms.store(300, Ordering::SeqCst);
+    faults.slow_sync_at.store(slow, Ordering::SeqCst);
+    let writer = |ts: i64| {
+        let (store, faults) = (store.clone(), faults.clone());
+        std::thread::spawn(move || {
+            let r = store.write("t", &small_rows(&[(1, ts, ts as u64)]), Durability::Sync);
+            let slow_done = faults.slow_sync_done.load(Ordering::SeqCst);
+            (r.map(|a| a.first_seq), slow_done)
+        })
+    };
+    let first = writer(1);
+    // The second write is sent once the first one's sync has begun, so
+    // it makes a group of its own, synced by the other worker.
+    while faults.syncs.load(Ordering::SeqCst) <= slow {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let second = writer(2);
+    [first.join().unwrap(), second.join().unwrap()]
+}
+
+#[test]
+fn a_group_synced_first_is_still_acknowledged_after_the_group_before_it() {
+    let [(r1, _), (r2, slow_done)] = overtaking_syncs(false);
+    assert!(
+        slow_done,
+        "the second write was acknowledged before the first"
+    );
+    let (s1, s2) = (r1.unwrap(), r2.unwrap());
+    assert!(s1 < s2, "sequence numbers {s1} then {s2}");
+}
+
+#[test]
+fn a_failed_sync_fails_the_later_group_whose_own_sync_succeeded() {
+    for (i, (r, _)) in overtaking_syncs(true).into_iter().enumerate() {
+        match r {
+            Err(Error::Poisoned { .. }) => {}
+            other => panic!("write {}: expected Poisoned, got {other:?}", i + 1),
+        }
+    }
+}
+
 #[test]
 fn failed_flush_write_poisons_instead_of_dropping_data() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,7 +15,7 @@ use telestore::{Options, Store};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML file with any of: dir, listen, http_listen, token,
-    /// max_inflight_mib, device_tag, background_nice.
+    /// max_inflight_mib, device_tag, background_nice, wal_syncs_in_flight.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// and compactions until writes are refused as busy.
     #[arg(long, value_parser = clap::value_parser!(i32).range(0..=19))]
     background_nice: Option<i32>,
+    /// WAL fdatasyncs in flight at once (1..=8): a group commit need not
+    /// wait for the sync of the group before it [default: 2]. 1 syncs
+    /// one group at a time.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=8))]
+    wal_syncs_in_flight: Option<u8>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -63,6 +68,7 @@ struct ServeFile {
     max_inflight_mib: Option<usize>,
     device_tag: Option<String>,
     background_nice: Option<i32>,
+    wal_syncs_in_flight: Option<usize>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -100,6 +106,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let mut opts = Options::default();
     if let Some(n) = a.background_nice.or(f.background_nice) {
         opts.background_nice = n;
+    }
+    if let Some(n) = a
+        .wal_syncs_in_flight
+        .map(usize::from)
+        .or(f.wal_syncs_in_flight)
+    {
+        opts.wal_syncs_in_flight = n;
     }
     let store =
         Arc::new(Store::open(&dir, opts).with_context(|| format!("opening {}", dir.display()))?);

@@ -1,21 +1,25 @@
-//! The commit thread: group commit. Writers send requests; while a write
-//! and fdatasync are in flight, new requests queue up and are coalesced
-//! into the next group: one WAL write and at most one fdatasync for the
-//! whole group. Sequence numbers are assigned here, in WAL order. Once a
-//! group is logged (durable as asked) its writers are acknowledged and the
-//! group goes, in order, to the apply thread (`apply.rs`), which updates
-//! the memstores — so ack latency is the WAL's alone, the fsync of group
-//! N+1 overlaps the memstore inserts of group N, and memstores still see
-//! edits in sequence order. Reads wait for the apply thread to reach what
-//! was acknowledged before they began (`visibility.rs`).
+//! The commit thread: group commit. Writers send requests; while earlier
+//! groups are being synced, new requests queue up and are coalesced into
+//! the next group: one WAL write and at most one fdatasync for the whole
+//! group. Sequence numbers are assigned here, in WAL order. The thread
+//! writes a group's frames and hands it to a sync worker (`syncer.rs`),
+//! which fdatasyncs when a writer asked for `sync`, then acknowledges the
+//! group's writers and passes the group, in order, to the apply thread
+//! (`apply.rs`), which updates the memstores. So ack latency is the WAL's
+//! alone; up to `Options::wal_syncs_in_flight` fdatasyncs overlap one
+//! another and the memstore inserts; and memstores still see edits in
+//! sequence order. Reads wait for the apply thread to reach what was
+//! acknowledged before they began (`visibility.rs`).
 
-use super::apply::{group_bytes, ApplyMsg};
+use super::apply::ApplyMsg;
 use super::budget::ByteBudget;
 use super::options::Durability;
+use super::syncer::{SyncJob, SyncPool};
 use super::table::{Region, Table};
 use super::Shared;
 use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
+use crate::io::IoFile;
 use crate::key::{self, DeviceId, RowKey};
 use crate::memstore::{keyed_rows, KeyedRow};
 use crate::region;
@@ -67,6 +71,9 @@ pub struct WriteReq {
     pub reply: Sender<Result<u64>>,
 }
 
+/// A handle the group's fdatasync goes through (`WalWriter::syncer`).
+type SyncHandle = Arc<dyn IoFile>;
+
 /// A logged (and acknowledged) edit on its way to the memstores.
 pub struct Logged {
     pub table: Arc<Table>,
@@ -96,7 +103,7 @@ pub struct Committer {
     pub shared: Arc<Shared>,
     pub rx: Receiver<Msg>,
     apply_tx: Sender<ApplyMsg>,
-    apply_budget: Arc<ByteBudget>,
+    syncers: SyncPool,
     pub next_seq: u64,
     buf: Vec<u8>,
     unsynced_since: Option<Instant>,
@@ -111,17 +118,23 @@ impl Committer {
         apply_tx: Sender<ApplyMsg>,
         apply_budget: Arc<ByteBudget>,
         next_seq: u64,
-    ) -> Self {
-        Committer {
+    ) -> Result<Self> {
+        let syncers = SyncPool::start(
+            shared.opts.wal_syncs_in_flight,
+            shared.clone(),
+            apply_tx.clone(),
+            apply_budget,
+        )?;
+        Ok(Committer {
             shared,
             rx,
             apply_tx,
-            apply_budget,
+            syncers,
             next_seq,
             buf: Vec::with_capacity(1 << 20),
             unsynced_since: None,
             forced_for_segment: None,
-        }
+        })
     }
 
     /// Run until shutdown or until every sender is gone.
@@ -146,6 +159,9 @@ impl Committer {
                 break;
             }
         }
+        // Every group written is acknowledged (or failed) and on its way
+        // to the apply thread before the apply thread is told to stop.
+        self.syncers.shutdown();
         if self.unsynced_since.is_some() {
             let _ = self.sync_wal();
         }
@@ -153,7 +169,13 @@ impl Committer {
     }
 
     /// Gather a group starting with `first`; returns false on shutdown.
+    /// A group of writes waits for a free sync worker before it is
+    /// gathered, so requests arriving meanwhile join it.
     fn group(&mut self, first: Msg) -> bool {
+        let slot = match first {
+            Msg::Write(_) => self.syncers.take_slot(),
+            _ => None,
+        };
         let mut writes = Vec::new();
         let mut controls = Vec::new();
         let mut bytes = 0usize;
@@ -175,7 +197,7 @@ impl Committer {
             };
         }
         if !writes.is_empty() {
-            self.commit(writes);
+            self.commit(writes, slot);
             self.sync_if_due();
             self.unpin_wal();
         }
@@ -257,41 +279,40 @@ impl Committer {
         }
     }
 
-    fn commit(&mut self, writes: Vec<WriteReq>) {
+    /// Log the group and hand it to the sync worker owning `slot`. Only
+    /// possible with a slot: with every worker gone the store is
+    /// poisoned, and the writes are failed here.
+    fn commit(&mut self, writes: Vec<WriteReq>, slot: Option<usize>) {
+        let Some(slot) = slot else {
+            let e = self.shared.poison(&Error::Closed);
+            return reply_all(writes, &e);
+        };
         if let Err(e) = self.shared.check_poisoned() {
+            self.syncers.give_back(slot);
             return reply_all(writes, &e);
         }
-        let first_seqs = self.log(&writes);
-        let first_seqs = match first_seqs {
-            Ok(s) => s,
-            Err(e) => return reply_all(writes, &e),
-        };
-        // Logged: the writers may be told, and reads begun after that
-        // must wait for the memstores to catch up to this point.
-        self.shared.gate.set_logged(self.next_seq - 1);
-        let group: Vec<Logged> = writes
-            .into_iter()
-            .zip(first_seqs)
-            .map(|(w, seq)| {
-                let _ = w.reply.send(Ok(seq));
-                Logged {
-                    table: w.table,
-                    op: w.op,
-                    first_seq: seq,
-                }
-            })
-            .collect();
-        // The apply thread is gone before the shutdown message (which this
-        // thread sends last) only if it panicked: the WAL holds the group,
-        // but no read will see it before a reopen, so stop the write path.
-        self.apply_budget.acquire(group_bytes(&group));
-        if self.apply_tx.send(ApplyMsg::Writes(group)).is_err() {
-            self.shared.poison(&Error::Closed);
+        match self.log(&writes, slot) {
+            Ok((first_seqs, sync)) => self.syncers.submit(
+                slot,
+                SyncJob {
+                    writes,
+                    first_seqs,
+                    last_seq: self.next_seq - 1,
+                    sync,
+                },
+            ),
+            Err(e) => {
+                self.syncers.give_back(slot);
+                reply_all(writes, &e)
+            }
         }
     }
 
-    /// Assign sequence numbers, write the WAL frames and sync as needed.
-    fn log(&mut self, writes: &[WriteReq]) -> Result<Vec<u64>> {
+    /// Assign sequence numbers and write the WAL frames. Returns the first
+    /// sequence number of each write and, when any writer asked for
+    /// `sync`, the handle its worker fdatasyncs through (the sync covers
+    /// earlier `async` writes too).
+    fn log(&mut self, writes: &[WriteReq], slot: usize) -> Result<(Vec<u64>, Option<SyncHandle>)> {
         self.buf.clear();
         let mut seqs = Vec::with_capacity(writes.len());
         let mut tables = Vec::new();
@@ -308,28 +329,27 @@ impl Committer {
             encode_op(&mut self.buf, w.table.id, first, count as u32, &w.op);
             tables.push((w.table.id, first + count - 1));
         }
-        if !self.buf.is_empty() {
-            let buf = std::mem::take(&mut self.buf);
-            // One backend request writes the group and, when any writer
-            // asked for `sync`, fdatasyncs it (covering earlier async
-            // writes too).
-            let t0 = Instant::now();
-            let res = self.shared.wal().write(buf, &tables, need_sync);
-            if need_sync {
-                let m = &self.shared.metrics.wal_sync_seconds;
-                m.observe(t0.elapsed().as_secs_f64());
-            }
-            match res {
-                Ok(b) => self.buf = b,
-                Err(e) => return Err(self.shared.poison(&e)),
-            }
-            if need_sync {
-                self.unsynced_since = None;
-            } else if self.unsynced_since.is_none() {
-                self.unsynced_since = Some(Instant::now());
-            }
+        if self.buf.is_empty() {
+            return Ok((seqs, None));
         }
-        Ok(seqs)
+        let buf = std::mem::take(&mut self.buf);
+        let (res, sync) = {
+            let mut wal = self.shared.wal();
+            let res = wal.write(buf, &tables, false);
+            // Taken under the same lock: the handle is on the segment
+            // the frames went to.
+            (res, need_sync.then(|| wal.syncer(slot)))
+        };
+        match res {
+            Ok(b) => self.buf = b,
+            Err(e) => return Err(self.shared.poison(&e)),
+        }
+        if need_sync {
+            self.unsynced_since = None;
+        } else if self.unsynced_since.is_none() {
+            self.unsynced_since = Some(Instant::now());
+        }
+        Ok((seqs, sync))
     }
 }
 

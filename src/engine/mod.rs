@@ -20,6 +20,7 @@ mod options;
 mod reads;
 mod regions;
 mod split;
+mod syncer;
 mod table;
 mod visibility;
 

@@ -100,6 +100,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         outcome.last_segment,
         opts.wal_segment_bytes,
         opts.wal_preallocate,
+        opts.wal_syncs_in_flight,
     )?;
     writer.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
     let max_file_id = manifest.state().max_file_id;
@@ -155,7 +156,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         apply_tx,
         budget.clone(),
         next_seq,
-    );
+    )?;
     let applier = Applier {
         shared: shared.clone(),
         rx: apply_rx,

@@ -101,6 +101,11 @@ pub struct Options {
     /// oldest one are flushed (so a rarely written table cannot pin the
     /// WAL forever).
     pub wal_segments_max: usize,
+    /// WAL fdatasyncs in flight at once (1..=8): each group commit is
+    /// synced by one of this many workers, so a group need not wait for
+    /// the sync of the group before it to finish (`engine::syncer`).
+    /// 1 syncs one group at a time.
+    pub wal_syncs_in_flight: usize,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
     /// Block cache capacity.
@@ -127,6 +132,7 @@ impl Default for Options {
             background_nice: 19,
             major_compaction_period_ms: 7 * 24 * 3600 * 1000,
             blocking_file_count: 16,
+            wal_syncs_in_flight: WAL_SYNCS_IN_FLIGHT_DEFAULT,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_preallocate: true,
@@ -147,6 +153,10 @@ pub const FLUSH_THRESHOLD_MAX: usize = 2 << 30;
 pub const MAJOR_PERIOD_MAX_MS: i64 = 10 * 366 * 24 * 3600 * 1000;
 /// Most frozen memstores per table before writers wait.
 pub const FROZEN_MEMSTORES_MAX: usize = 64;
+/// Default of `Options::wal_syncs_in_flight`.
+pub const WAL_SYNCS_IN_FLIGHT_DEFAULT: usize = 2;
+/// Largest `Options::wal_syncs_in_flight`.
+pub const WAL_SYNCS_IN_FLIGHT_MAX: usize = 8;
 
 impl Options {
     /// Reject settings outside their limits.
@@ -182,6 +192,15 @@ impl Options {
             return Err(Error::invalid(
                 "region_split_bytes",
                 format!("{} below 4096", self.region_split_bytes),
+            ));
+        }
+        if !(1..=WAL_SYNCS_IN_FLIGHT_MAX).contains(&self.wal_syncs_in_flight) {
+            return Err(Error::invalid(
+                "wal_syncs_in_flight",
+                format!(
+                    "{} outside 1..={WAL_SYNCS_IN_FLIGHT_MAX}",
+                    self.wal_syncs_in_flight
+                ),
             ));
         }
         if !(1..=64).contains(&self.scan_threads) {

@@ -20,6 +20,14 @@ pub struct Faults {
     pub fail_write_from: AtomicU64,
     /// Fail every file removal while set.
     pub fail_remove: std::sync::atomic::AtomicBool,
+    /// The sync with this number (counting from 0, as `syncs` does)
+    /// takes `slow_sync_ms` longer...
+    pub slow_sync_at: AtomicU64,
+    pub slow_sync_ms: AtomicU64,
+    /// ...and then fails, when set.
+    pub slow_sync_fails: std::sync::atomic::AtomicBool,
+    /// Set once the slow sync is over.
+    pub slow_sync_done: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Faults {
@@ -30,6 +38,10 @@ impl Default for Faults {
             writes: AtomicU64::new(0),
             fail_write_from: AtomicU64::new(u64::MAX),
             fail_remove: std::sync::atomic::AtomicBool::new(false),
+            slow_sync_at: AtomicU64::new(u64::MAX),
+            slow_sync_ms: AtomicU64::new(0),
+            slow_sync_fails: std::sync::atomic::AtomicBool::new(false),
+            slow_sync_done: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -60,8 +72,17 @@ struct FaultyFile {
 
 impl FaultyFile {
     fn sync_check(&self) -> Result<()> {
-        let n = self.faults.syncs.fetch_add(1, Ordering::SeqCst);
-        if n >= self.faults.fail_sync_from.load(Ordering::SeqCst) {
+        let f = &self.faults;
+        let n = f.syncs.fetch_add(1, Ordering::SeqCst);
+        if n == f.slow_sync_at.load(Ordering::SeqCst) {
+            let ms = f.slow_sync_ms.load(Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            f.slow_sync_done.store(true, Ordering::SeqCst);
+            if f.slow_sync_fails.load(Ordering::SeqCst) {
+                return Err(injected(self.inner.path(), "slow fsync"));
+            }
+        }
+        if n >= f.fail_sync_from.load(Ordering::SeqCst) {
             return Err(injected(self.inner.path(), "fsync"));
         }
         Ok(())

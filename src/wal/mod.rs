@@ -13,6 +13,7 @@ pub use segment::SegmentInfo;
 use crate::error::{Error, Result};
 use crate::io::{Backend, BackendRef, IoFile, OpenMode};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Default segment size before rolling over.
 pub const SEGMENT_BYTES_DEFAULT: u64 = 64 << 20;
@@ -40,11 +41,19 @@ pub struct WalWriter {
     /// Whether the active segment was preallocated (if not, the writer
     /// moves to a preallocated one as soon as one is ready).
     active_preallocated: bool,
+    /// Extra handles on the active segment, one per sync worker of the
+    /// group commit (`engine::syncer`), opened before any frame is
+    /// written: each open file description then reports every writeback
+    /// error of the segment to its own next fdatasync, so concurrent
+    /// syncs cannot hide one another's failure.
+    syncers: Vec<Arc<dyn IoFile>>,
+    sync_handles: usize,
 }
 
 impl WalWriter {
     /// Start a new segment numbered after `prior`'s; `prior` are the
-    /// replayed segments that still hold unflushed edits.
+    /// replayed segments that still hold unflushed edits. `sync_handles`
+    /// extra handles per segment serve [`WalWriter::syncer`].
     pub fn open(
         dir: &Path,
         backend: BackendRef,
@@ -52,12 +61,14 @@ impl WalWriter {
         last_no: u64,
         segment_bytes_max: u64,
         preallocate: bool,
+        sync_handles: usize,
     ) -> Result<Self> {
         let leftover = dir.join(segment::PREALLOC_NAME);
         if leftover.exists() {
             backend.remove_file(&leftover)?;
         }
         let (file, active) = create_segment(dir, &*backend, last_no + 1)?;
+        let syncers = open_syncers(&*backend, &active.path, sync_handles)?;
         Ok(WalWriter {
             dir: dir.to_path_buf(),
             backend,
@@ -69,6 +80,8 @@ impl WalWriter {
             preallocate,
             next: None,
             active_preallocated: false,
+            syncers,
+            sync_handles,
         })
     }
 
@@ -110,6 +123,15 @@ impl WalWriter {
         self.file.sync_data()
     }
 
+    /// Sync handle `i` of the active segment: an fdatasync through it
+    /// makes every frame written so far durable (frames of earlier
+    /// segments were synced when the writer rolled past them), and
+    /// reports any writeback error of the segment not yet reported
+    /// through this handle.
+    pub fn syncer(&self, i: usize) -> Arc<dyn IoFile> {
+        self.syncers[i].clone()
+    }
+
     fn roll(&mut self) -> Result<()> {
         self.file.sync_data()?;
         let no = self.active.no + 1;
@@ -119,6 +141,7 @@ impl WalWriter {
             Some(f) => publish_prepared(&self.dir, &*self.backend, f, no)?,
             None => create_segment(&self.dir, &*self.backend, no)?,
         };
+        self.syncers = open_syncers(&*self.backend, &info.path, self.sync_handles)?;
         self.file = file;
         self.offset = segment::SEGMENT_HEADER_LEN as u64;
         let old = std::mem::replace(&mut self.active, info);
@@ -255,6 +278,12 @@ fn publish_prepared(
     backend.rename(&dir.join(segment::PREALLOC_NAME), &path)?;
     backend.sync_dir(dir)?;
     Ok((file, SegmentInfo::new(no, path)))
+}
+
+fn open_syncers(backend: &dyn Backend, path: &Path, n: usize) -> Result<Vec<Arc<dyn IoFile>>> {
+    (0..n)
+        .map(|_| backend.open(path, OpenMode::ReadWrite).map(Arc::from))
+        .collect()
 }
 
 fn create_segment(
