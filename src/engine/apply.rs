@@ -1,5 +1,6 @@
-//! The apply thread: takes logged (already acknowledged) groups from the
-//! commit thread, in sequence order, inserts them into the memstores,
+//! The apply thread: takes logged groups from the sync workers
+//! (`syncer.rs`; queued just before their writers are acknowledged), in
+//! sequence order, inserts them into the memstores,
 //! publishes the applied sequence number to readers and freezes full
 //! memstores (between groups, so a frozen memstore holds every edit up to
 //! its highest sequence number).

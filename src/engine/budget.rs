@@ -1,8 +1,9 @@
-//! A byte budget between two threads: the commit thread takes bytes for
-//! each group it hands the apply thread, the apply thread gives them back
+//! A byte budget between the sync workers and the apply thread: a worker
+//! takes bytes for each group it hands the apply thread (in its turn, so
+//! in group order), the apply thread gives them back
 //! once the group is in the memstores. It bounds the memory of
 //! acknowledged-but-not-yet-applied groups without bounding their count,
-//! so a burst of small groups never holds the commit thread back while a
+//! so a burst of small groups never holds the acknowledgements back while a
 //! single slow apply catches up.
 
 use std::sync::{Condvar, Mutex, MutexGuard};

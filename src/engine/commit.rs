@@ -74,7 +74,8 @@ pub struct WriteReq {
 /// A handle the group's fdatasync goes through (`WalWriter::syncer`).
 type SyncHandle = Arc<dyn IoFile>;
 
-/// A logged (and acknowledged) edit on its way to the memstores.
+/// A logged edit on its way to the memstores (its writer is acknowledged
+/// once the group is queued for the apply thread).
 pub struct Logged {
     pub table: Arc<Table>,
     pub op: Op,
@@ -85,7 +86,9 @@ pub struct Logged {
 pub enum Msg {
     Write(WriteReq),
     /// Freeze the active memstore of the table (all tables when `None`)
-    /// and hand the frozen memstores to the flusher.
+    /// and hand the frozen memstores to the flusher. Ordered after every
+    /// acknowledged write (those are queued for the apply thread before
+    /// their writers are told), not after groups still being synced.
     Freeze(Option<u32>, Sender<()>),
     /// fdatasync now (used by `Store::sync`).
     Sync(Sender<Result<()>>),

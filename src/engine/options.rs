@@ -104,7 +104,8 @@ pub struct Options {
     /// WAL fdatasyncs in flight at once (1..=8): each group commit is
     /// synced by one of this many workers, so a group need not wait for
     /// the sync of the group before it to finish (`engine::syncer`).
-    /// 1 syncs one group at a time.
+    /// 1 syncs one group at a time. The commit thread's own fdatasyncs
+    /// (segment roll-over, the `async` timer, `Store::sync`) come on top.
     pub wal_syncs_in_flight: usize,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,

@@ -1,7 +1,9 @@
 //! The second half of group commit: sync workers. The commit thread
 //! writes a group's frames and hands the group to a free worker; the
-//! worker fdatasyncs the WAL, then — in group order — acknowledges the
-//! writers and passes the group to the apply thread. With several
+//! worker fdatasyncs the WAL, then — in group order — queues the group
+//! for the apply thread and acknowledges its writers (in that order, so
+//! whatever a writer asks next, a flush say, reaches the apply thread
+//! after its write). With several
 //! workers, the fdatasync of group N+1 is under way while N's is still in
 //! flight, so a write arriving during a slow fsync waits for its own sync
 //! only, not for the one before it too.
@@ -11,8 +13,10 @@
 //! could each report a writeback error to only one of them, and the other
 //! group would be acknowledged though its frames never reached the disk.
 //! Groups are finished strictly in order, and a failed sync poisons the
-//! store before any later group is finished, so no group is acknowledged
-//! after one before it failed.
+//! store at once (so the commit thread stops writing) and before any
+//! later group is finished, so no group is acknowledged after one before
+//! it failed. Such a later group is answered `Poisoned` even if its own
+//! fdatasync succeeded: its frames may come back on reopen.
 
 use super::apply::{group_bytes, ApplyMsg};
 use super::budget::ByteBudget;
@@ -130,7 +134,7 @@ fn worker(slot: usize, fin: &Finisher, rx: Receiver<(u64, SyncJob)>, free: Sende
             let r = f.sync_data();
             let m = &fin.shared.metrics.wal_sync_seconds;
             m.observe(t0.elapsed().as_secs_f64());
-            r
+            r.map_err(|e| fin.shared.poison(&e))
         });
         fin.turn.wait_for(ticket);
         fin.finish(job, synced);
@@ -144,7 +148,6 @@ impl Finisher {
     /// Runs in group order.
     fn finish(&self, job: SyncJob, synced: Result<()>) {
         if let Err(e) = synced {
-            let e = self.shared.poison(&e);
             return reply_all(job.writes, &e);
         }
         // An earlier group's sync failed: this one's frames may sit on

@@ -1,15 +1,16 @@
 //! Read-your-writes once writes are acknowledged before the memstores
 //! hold them.
 //!
-//! The commit thread acknowledges a group as soon as its WAL frames have
-//! reached the durability asked for; the apply thread inserts the group
-//! into the memstores afterwards (so ack latency does not include memstore
+//! A sync worker (`syncer.rs`) acknowledges a group as soon as its WAL
+//! frames have reached the durability asked for (and every earlier group
+//! is acknowledged); the apply thread inserts the group into the
+//! memstores afterwards (so ack latency does not include memstore
 //! work). Sequence numbers give the order: `logged` is the highest one
 //! acknowledged, `applied` the highest one in the memstores. A read first
 //! waits until `applied` has reached the `logged` it saw when it began, so
 //! every write acknowledged before a read starts is visible to it. The
 //! wait is nothing when the apply thread keeps up, which it must anyway
-//! (its queue is bounded, and a full queue holds back the commit thread).
+//! (its queue is bounded, and a full queue holds back the acknowledgements).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -47,8 +48,9 @@ impl SeqGate {
         self.applied.load(Ordering::SeqCst)
     }
 
-    /// The commit thread: every sequence number up to `seq` is logged and
-    /// about to be acknowledged. Call before sending the acknowledgements.
+    /// The sync worker whose turn it is: every sequence number up to `seq`
+    /// is logged and about to be acknowledged. Call before sending the
+    /// acknowledgements.
     pub fn set_logged(&self, seq: u64) {
         self.logged.fetch_max(seq, Ordering::Release);
     }
