@@ -1,10 +1,11 @@
 //! The memstore's sorted map, in two levels: device (hash prefix and id,
 //! the first 10 key bytes) → that device's cells by (reversed timestamp,
 //! sequence descending). The order is exactly that of the full key, but
-//! an insert searches a small per-device tree whose newest end is where
-//! telemetry arrives, instead of one tree of every cell of the region
-//! (measured: the apply thread spent most of its time in a flat
-//! `BTreeMap::insert`).
+//! an insert touches a small per-device structure whose newest end is
+//! where telemetry arrives, instead of one tree of every cell of the
+//! region (measured: the apply thread spent most of its time in a flat
+//! `BTreeMap::insert`). Per device, in-order readings are a push onto a
+//! vector (`Cells`); the others go to a tree beside it.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -66,7 +67,80 @@ fn nonempty<T: Ord>(lo: &Bound<T>, hi: &Bound<T>) -> bool {
 }
 
 pub struct CellMap<V> {
-    devices: BTreeMap<Outer, BTreeMap<Inner, V>>,
+    devices: BTreeMap<Outer, Cells<V>>,
+}
+
+/// One device's cells. Keys hold the reversed timestamp, so a device's
+/// newest reading has its smallest key: readings arriving in time order
+/// come in descending key order. They are kept in a vector in descending
+/// order, where that insert is a push (in a tree it went to the front of
+/// a leaf, shifting it: 60 % of the apply thread's time). Keys arriving
+/// out of that order (back-fill, a late reading) go to a tree beside it;
+/// a range merges the two. No key is in both: a key goes to the vector
+/// only when it is below every key there, and every key of the tree was
+/// at least the vector's smallest key when it arrived.
+struct Cells<V> {
+    desc: Vec<(Inner, V)>,
+    rest: BTreeMap<Inner, V>,
+}
+
+impl<V> Default for Cells<V> {
+    fn default() -> Self {
+        Cells {
+            desc: Vec::new(),
+            rest: BTreeMap::new(),
+        }
+    }
+}
+
+impl<V> Cells<V> {
+    /// Insert or overwrite, like `BTreeMap::insert`.
+    fn insert(&mut self, i: Inner, v: V) {
+        match self.desc.last() {
+            Some((last, _)) if i >= *last => match self.desc.binary_search_by(|(k, _)| i.cmp(k)) {
+                Ok(p) => self.desc[p].1 = v,
+                Err(_) => {
+                    self.rest.insert(i, v);
+                }
+            },
+            _ => self.desc.push((i, v)),
+        }
+    }
+
+    /// Cells in `(a, b)`, ascending.
+    fn range(&self, a: Bound<Inner>, b: Bound<Inner>) -> impl Iterator<Item = (&Inner, &V)> + '_ {
+        // `desc` is descending: the cells at most `b` start at `from`,
+        // those at least `a` end before `to`.
+        let from = match b {
+            Bound::Included(h) => self.desc.partition_point(|(k, _)| *k > h),
+            Bound::Excluded(h) => self.desc.partition_point(|(k, _)| *k >= h),
+            Bound::Unbounded => 0,
+        };
+        let to = match a {
+            Bound::Included(l) => self.desc.partition_point(|(k, _)| *k >= l),
+            Bound::Excluded(l) => self.desc.partition_point(|(k, _)| *k > l),
+            Bound::Unbounded => self.desc.len(),
+        };
+        let vec = self.desc[from..to.max(from)]
+            .iter()
+            .rev()
+            .map(|(k, v)| (k, v));
+        let tree = (!self.rest.is_empty()).then(|| self.rest.range((a, b)));
+        merge_ascending(vec, tree.into_iter().flatten())
+    }
+}
+
+/// Merge two ascending iterators with disjoint keys.
+fn merge_ascending<'a, V: 'a>(
+    a: impl Iterator<Item = (&'a Inner, &'a V)>,
+    b: impl Iterator<Item = (&'a Inner, &'a V)>,
+) -> impl Iterator<Item = (&'a Inner, &'a V)> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if y.0 < x.0 => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 impl<V> Default for CellMap<V> {
@@ -96,7 +170,7 @@ impl<V> CellMap<V> {
             let a = if *o == lo_o { lo_i } else { Bound::Unbounded };
             let b = if *o == hi_o { hi_i } else { Bound::Unbounded };
             let inner = if nonempty(&a, &b) {
-                Some(cells.range((a, b)))
+                Some(cells.range(a, b))
             } else {
                 None
             };
@@ -163,6 +237,63 @@ mod tests {
                     Vec::new()
                 };
                 assert_eq!(got, want, "{lo:?}..{hi:?}");
+            }
+        }
+    }
+
+    /// Telemetry order: per device, keys mostly descending (newer
+    /// readings), with late readings, repeats and other devices mixed in.
+    #[test]
+    fn mostly_descending_keys_equal_a_flat_map() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..100 {
+            let (mut m, mut flat) = (CellMap::default(), BTreeMap::new());
+            let mut next = [u64::MAX / 2; 3];
+            let mut seen = Vec::new();
+            for v in 0..rng.gen_range(0..200) {
+                let dev = rng.gen_range(0..3usize);
+                let k = match rng.gen_range(0..10) {
+                    0 if !seen.is_empty() => seen[rng.gen_range(0..seen.len())],
+                    1 => {
+                        let late = next[dev] + rng.gen_range(1..50);
+                        join(dev as u128, &(late, Reverse(v)))
+                    }
+                    _ => {
+                        next[dev] -= rng.gen_range(1..4);
+                        join(dev as u128, &(next[dev], Reverse(v)))
+                    }
+                };
+                seen.push(k);
+                m.insert(k, v);
+                flat.insert(k, v);
+            }
+            let all = |lo, hi| {
+                let got: Vec<_> = m.range(lo, hi).map(|(k, v)| (k, *v)).collect();
+                got
+            };
+            let want: Vec<_> = flat.iter().map(|(k, v)| (*k, *v)).collect();
+            let (min, max) = ((0, 0, Reverse(u64::MAX)), (u128::MAX, u16::MAX, Reverse(0)));
+            assert_eq!(all(Edge::Included(min), Edge::Included(max)), want);
+            if seen.is_empty() {
+                continue;
+            }
+            for _ in 0..30 {
+                let lo = seen[rng.gen_range(0..seen.len())];
+                let hi = seen[rng.gen_range(0..seen.len())];
+                for (l, h) in [
+                    (Edge::Included(lo), Edge::Included(hi)),
+                    (Edge::Excluded(lo), Edge::Excluded(hi)),
+                    (Edge::Included(lo), Edge::Excluded(hi)),
+                ] {
+                    let want: Vec<_> = if nonempty(&bound(l), &bound(h)) {
+                        flat.range((bound(l), bound(h)))
+                            .map(|(k, v)| (*k, *v))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    assert_eq!(all(l, h), want, "{l:?}..{h:?}");
+                }
             }
         }
     }
