@@ -86,6 +86,25 @@ fn latest_prints_csv_and_an_aligned_table() {
 }
 
 /// Run a bad command: exit code 2 and one line on stderr naming `arg`.
+/// `telestore regions` prints a header naming every column, then one
+/// line per region (it once panicked: three columns had no header).
+#[test]
+fn regions_prints_a_header_and_one_line_per_region() {
+    let (dir, _) = fixture();
+    let text = stdout(&cli(dir.path(), &["regions", "--table", TABLE]));
+    let json = stdout(&cli(
+        dir.path(),
+        &["regions", "--table", TABLE, "--format", "json"],
+    ));
+    let regions: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let head: Vec<&str> = lines[0].split_whitespace().collect();
+    for col in ["id", "files", "flushes", "compactions", "write_amp", "hot"] {
+        assert!(head.contains(&col), "no {col} in {head:?}");
+    }
+    assert_eq!(lines.len() - 1, regions.as_array().unwrap().len());
+}
+
 fn assert_usage_error(dir: &Path, args: &[&str], arg: &str) {
     let o = cli(dir, args);
     let err = String::from_utf8_lossy(&o.stderr);

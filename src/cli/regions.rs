@@ -141,6 +141,9 @@ pub fn render(regions: &[RegionInfo]) -> String {
         "files",
         "memstore",
         "rows_written",
+        "flushes",
+        "compactions",
+        "write_amp",
         "writes/s",
         "reads/s",
         "share",
@@ -171,6 +174,7 @@ pub fn render(regions: &[RegionInfo]) -> String {
             ]
         })
         .collect();
+    debug_assert!(rows.iter().all(|r| r.len() == head.len()));
     let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
