@@ -13,15 +13,16 @@ use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Payload bytes of logged groups queued between the commit and apply
-/// threads; when the apply thread stalls (flush backlog) the commit
-/// thread, then writers, wait.
+/// Payload bytes of logged groups queued for the apply thread; when it
+/// stalls (flush backlog) the sync workers, then the commit thread and
+/// writers, wait.
 pub const APPLY_QUEUE_BYTES: usize = 64 << 20;
 
 /// Messages to the apply thread.
 pub enum ApplyMsg {
-    /// Logged writes, in sequence order.
-    Writes(Vec<Logged>),
+    /// Logged writes, in sequence order, and the bytes they hold against
+    /// the budget ([`group_bytes`], counted once by the sender).
+    Writes(Vec<Logged>, usize),
     /// Freeze the table's (all tables' when `None`) active memstore.
     Freeze(Option<u32>, Sender<()>),
     /// Freeze the table's active memstores holding an edit numbered `seq`
@@ -55,8 +56,7 @@ impl Applier {
         let _close = CloseGate(&self.shared, &self.budget);
         while let Ok(m) = self.rx.recv() {
             match m {
-                ApplyMsg::Writes(group) => {
-                    let bytes = group_bytes(&group);
+                ApplyMsg::Writes(group, bytes) => {
                     for w in group {
                         let now = self.shared.opts.clock.now_ms();
                         let touched = apply(&w.table, w.first_seq, &w.op, now);

@@ -3,9 +3,9 @@
 //! the next group: one WAL write and at most one fdatasync for the whole
 //! group. Sequence numbers are assigned here, in WAL order. The thread
 //! writes a group's frames and hands it to a sync worker (`syncer.rs`),
-//! which fdatasyncs when a writer asked for `sync`, then acknowledges the
-//! group's writers and passes the group, in order, to the apply thread
-//! (`apply.rs`), which updates the memstores. So ack latency is the WAL's
+//! which fdatasyncs when a writer asked for `sync`, then, in group order,
+//! passes the group to the apply thread (`apply.rs`), which updates the
+//! memstores, and acknowledges the group's writers. So ack latency is the WAL's
 //! alone; up to `Options::wal_syncs_in_flight` fdatasyncs overlap one
 //! another and the memstore inserts; and memstores still see edits in
 //! sequence order. Reads wait for the apply thread to reach what was

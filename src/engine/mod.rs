@@ -608,8 +608,18 @@ impl Store {
     /// than `memstore_global_bytes`, wait for flushes and compactions
     /// (asking the apply thread to freeze memstores for the flusher); past
     /// `write_stall_max_ms` refuse with `Busy` (nothing applied).
+    /// Near the file limit it first waits for the apply thread to catch
+    /// up with what was acknowledged.
     fn admit(&self, t: &Table) -> Result<()> {
         let o = &self.shared.opts;
+        // Acknowledged writes still queued for the apply thread turn into
+        // files too: once a region is half way to the file limit, let them
+        // land first, so the check below sees them (else a fast writer
+        // runs up to the 64 MiB apply queue past the limit).
+        let most_files = t.regions().iter().map(|r| r.file_count()).max();
+        if most_files.unwrap_or(0) * 2 > o.blocking_file_count {
+            self.shared.gate.wait_caught_up();
+        }
         let over = || {
             let u = self.shared.memstore_usage();
             let files = t

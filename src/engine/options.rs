@@ -159,27 +159,33 @@ pub const WAL_SYNCS_IN_FLIGHT_DEFAULT: usize = 2;
 /// Largest `Options::wal_syncs_in_flight`.
 pub const WAL_SYNCS_IN_FLIGHT_MAX: usize = 8;
 
+/// `Ok` when `value` is in `range`, else an `InvalidInput` naming the
+/// option.
+fn in_range<T: PartialOrd + std::fmt::Display>(
+    what: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<()> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let (lo, hi) = range.into_inner();
+    Err(Error::invalid(what, format!("{value} outside {lo}..={hi}")))
+}
+
 impl Options {
     /// Reject settings outside their limits.
     pub fn validate(&self) -> Result<()> {
-        if !(FLUSH_THRESHOLD_MIN..=FLUSH_THRESHOLD_MAX).contains(&self.flush_threshold_bytes) {
-            return Err(Error::invalid(
-                "flush_threshold_bytes",
-                format!(
-                    "{} outside {FLUSH_THRESHOLD_MIN}..={FLUSH_THRESHOLD_MAX}",
-                    self.flush_threshold_bytes
-                ),
-            ));
-        }
-        if !(1..=FROZEN_MEMSTORES_MAX).contains(&self.frozen_memstores_max) {
-            return Err(Error::invalid(
-                "frozen_memstores_max",
-                format!(
-                    "{} outside 1..={FROZEN_MEMSTORES_MAX}",
-                    self.frozen_memstores_max
-                ),
-            ));
-        }
+        in_range(
+            "flush_threshold_bytes",
+            self.flush_threshold_bytes,
+            FLUSH_THRESHOLD_MIN..=FLUSH_THRESHOLD_MAX,
+        )?;
+        in_range(
+            "frozen_memstores_max",
+            self.frozen_memstores_max,
+            1..=FROZEN_MEMSTORES_MAX,
+        )?;
         if self.memstore_global_bytes < self.flush_threshold_bytes {
             return Err(Error::invalid(
                 "memstore_global_bytes",
@@ -195,21 +201,12 @@ impl Options {
                 format!("{} below 4096", self.region_split_bytes),
             ));
         }
-        if !(1..=WAL_SYNCS_IN_FLIGHT_MAX).contains(&self.wal_syncs_in_flight) {
-            return Err(Error::invalid(
-                "wal_syncs_in_flight",
-                format!(
-                    "{} outside 1..={WAL_SYNCS_IN_FLIGHT_MAX}",
-                    self.wal_syncs_in_flight
-                ),
-            ));
-        }
-        if !(1..=64).contains(&self.scan_threads) {
-            return Err(Error::invalid(
-                "scan_threads",
-                format!("{} outside 1..=64", self.scan_threads),
-            ));
-        }
+        in_range(
+            "wal_syncs_in_flight",
+            self.wal_syncs_in_flight,
+            1..=WAL_SYNCS_IN_FLIGHT_MAX,
+        )?;
+        in_range("scan_threads", self.scan_threads, 1..=64)?;
         let h = &self.hotspot;
         if !(h.k > 1.0 && h.k.is_finite()) || h.grace_ms < 0 || h.window_secs == 0 {
             return Err(Error::invalid(
@@ -232,18 +229,8 @@ impl Options {
                 format!("min_files {} (>= 2), max_files {} (>= min), ratio {} (> 0), stuck_files {} (>= min)", c.min_files, c.max_files, c.ratio, c.stuck_files),
             ));
         }
-        if self.compaction_threads > 16 {
-            return Err(Error::invalid(
-                "compaction_threads",
-                format!("{} outside 0..=16", self.compaction_threads),
-            ));
-        }
-        if !(0..=19).contains(&self.background_nice) {
-            return Err(Error::invalid(
-                "background_nice",
-                format!("{} outside 0..=19", self.background_nice),
-            ));
-        }
+        in_range("compaction_threads", self.compaction_threads, 0..=16)?;
+        in_range("background_nice", self.background_nice, 0..=19)?;
         if self.blocking_file_count <= c.min_files {
             return Err(Error::invalid(
                 "blocking_file_count",
@@ -253,15 +240,11 @@ impl Options {
                 ),
             ));
         }
-        if !(0..=MAJOR_PERIOD_MAX_MS).contains(&self.major_compaction_period_ms) {
-            return Err(Error::invalid(
-                "major_compaction_period_ms",
-                format!(
-                    "{} outside 0..={MAJOR_PERIOD_MAX_MS}",
-                    self.major_compaction_period_ms
-                ),
-            ));
-        }
+        in_range(
+            "major_compaction_period_ms",
+            self.major_compaction_period_ms,
+            0..=MAJOR_PERIOD_MAX_MS,
+        )?;
         if c.stuck_files > self.blocking_file_count {
             return Err(Error::invalid(
                 "compaction.stuck_files",

@@ -60,9 +60,9 @@ impl Store {
             .take_while(|r| r.start <= q.hi)
             .cloned()
             .collect();
-        // Everything applied (and so acknowledged) before this point is
-        // visible; anything applied later is ignored, even if a memstore
-        // chunk copied below already holds it.
+        // Everything applied before this point (every acknowledged write,
+        // after the wait above) is visible; anything applied later is
+        // ignored, even if a memstore chunk copied below already holds it.
         let (read_seq, states) = t.read_snapshot(&self.shared.gate, &regions);
         let mut total = ReadStats::default();
         let mut more = true;

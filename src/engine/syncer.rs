@@ -180,8 +180,9 @@ impl Finisher {
         // commit thread sends after stopping the workers) only if it
         // panicked: the WAL holds the group, but no read will see it
         // before a reopen, so stop the write path.
-        self.apply_budget.acquire(group_bytes(&group));
-        if self.apply_tx.send(ApplyMsg::Writes(group)).is_err() {
+        let bytes = group_bytes(&group);
+        self.apply_budget.acquire(bytes);
+        if self.apply_tx.send(ApplyMsg::Writes(group, bytes)).is_err() {
             self.shared.poison(&Error::Closed);
         }
         for (reply, seq) in replies {

@@ -47,7 +47,6 @@ pub struct WalWriter {
     /// error of the segment to its own next fdatasync, so concurrent
     /// syncs cannot hide one another's failure.
     syncers: Vec<Arc<dyn IoFile>>,
-    sync_handles: usize,
 }
 
 impl WalWriter {
@@ -81,7 +80,6 @@ impl WalWriter {
             next: None,
             active_preallocated: false,
             syncers,
-            sync_handles,
         })
     }
 
@@ -141,7 +139,7 @@ impl WalWriter {
             Some(f) => publish_prepared(&self.dir, &*self.backend, f, no)?,
             None => create_segment(&self.dir, &*self.backend, no)?,
         };
-        self.syncers = open_syncers(&*self.backend, &info.path, self.sync_handles)?;
+        self.syncers = open_syncers(&*self.backend, &info.path, self.syncers.len())?;
         self.file = file;
         self.offset = segment::SEGMENT_HEADER_LEN as u64;
         let old = std::mem::replace(&mut self.active, info);
