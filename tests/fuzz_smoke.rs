@@ -316,6 +316,7 @@ fn hfile_image(compression: Compression, bloom: bool, tombstones: &[RangeTombsto
         bloom,
         expected_cells: cells as usize,
         created_ms: testkit::FLEET_T0_MS,
+        direct: true,
     };
     let mut w = HFileWriter::create(&StdBackend, &path, opts).expect("create hfile");
     for c in raw.chunks_exact(cell::cell_width(READINGS_FIELDS_WIDTH)) {

@@ -255,6 +255,11 @@ fn every_backend_honours_the_file_trait() {
         let back = f.write_at(b"hello world".to_vec(), 3).unwrap();
         assert_eq!(back, b"hello world", "{:?} hands the buffer back", b.kind());
         f.write_sync_at(b"!".to_vec(), 14).unwrap();
+        assert!(
+            f.write_at(Vec::new(), 15).unwrap().is_empty(),
+            "an empty write"
+        );
+        assert!(f.read_at(0, 15).unwrap().is_empty(), "an empty read");
         assert_eq!(f.read_at(6, 9).unwrap(), b"world!");
         assert_eq!(f.read_at(3, 0).unwrap(), [0, 0, 0], "a hole reads as zeros");
         assert!(
@@ -273,5 +278,88 @@ fn every_backend_honours_the_file_trait() {
         b.sync_dir(dir.path()).unwrap();
         b.remove_file(&q).unwrap();
         assert!(!q.exists() && !p.exists());
+    }
+}
+
+/// `O_DIRECT` is visible in the descriptor flags of the open file.
+fn opened_direct(path: &std::path::Path) -> bool {
+    let want = std::fs::canonicalize(path).unwrap();
+    std::fs::read_dir("/proc/self/fd").unwrap().any(|fd| {
+        let fd = fd.unwrap();
+        if std::fs::read_link(fd.path()).ok().as_deref() != Some(want.as_path()) {
+            return false;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/self/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        info.lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|f| i64::from_str_radix(f.trim(), 8).ok())
+            .is_some_and(|f| f & i64::from(libc_o_direct()) != 0)
+    })
+}
+
+/// `O_DIRECT` on the architectures we build for (x86_64: 0o40000,
+/// aarch64: 0o200000).
+fn libc_o_direct() -> i32 {
+    if cfg!(target_arch = "aarch64") {
+        0o200000
+    } else {
+        0o40000
+    }
+}
+
+#[test]
+fn direct_files_write_aligned_blocks_direct_and_everything_else_buffered() {
+    let mut backends = vec![io::select(IoChoice::Std).unwrap()];
+    if io::probe_uring().is_ok() {
+        backends.push(io::select(IoChoice::Uring).unwrap());
+    }
+    let block: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
+    for b in backends {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let f = b.open(&p, io::OpenMode::CreateNewDirect).unwrap();
+        // The test directory's filesystem may refuse O_DIRECT; then the
+        // file is plain and everything below still holds.
+        let direct = opened_direct(&p);
+        let back = f.write_at(block.clone(), 4096).unwrap();
+        assert_eq!(back, block, "{:?} hands the caller's buffer back", b.kind());
+        assert_eq!(opened_direct(&p), direct, "an aligned write keeps O_DIRECT");
+        f.write_at(b"tail".to_vec(), 4096 + 8192).unwrap();
+        assert!(!opened_direct(&p), "an unaligned write turns O_DIRECT off");
+        f.write_at(block[..4096].to_vec(), 0).unwrap();
+        f.sync_all().unwrap();
+        let mut want = block[..4096].to_vec();
+        want.extend_from_slice(&block);
+        want.extend_from_slice(b"tail");
+        assert!(
+            std::fs::read(&p).unwrap() == want,
+            "{:?}: file contents",
+            b.kind()
+        );
+        assert_eq!(f.read_at(4, 4096 + 8192).unwrap(), b"tail");
+        let g = dir.path().join("g");
+        let f = b.open(&g, io::OpenMode::CreateNewDirect).unwrap();
+        assert_eq!(
+            f.read_at(0, 0).unwrap(),
+            b"",
+            "a read works on a direct file"
+        );
+        assert!(
+            b.open(&g, io::OpenMode::CreateNewDirect).is_err(),
+            "direct create refuses an existing file"
+        );
+        eprintln!(
+            "{:?}: O_DIRECT {}",
+            b.kind(),
+            if direct {
+                "used"
+            } else {
+                "refused by the filesystem"
+            }
+        );
     }
 }

@@ -487,6 +487,7 @@ fn flush_path(lay: &Layout, fleet: &Fleet, limit: usize, dir: &Path) -> Result<(
                 bloom: o.bloom,
                 expected_cells: order.len(),
                 created_ms: 0,
+                direct: false, // a study: files are read right back
             },
         )?;
         for (_, i) in order {

@@ -15,7 +15,8 @@ use telestore::{Options, Store};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML file with any of: dir, listen, http_listen, token,
-    /// max_inflight_mib, device_tag, background_nice, wal_syncs_in_flight.
+    /// max_inflight_mib, device_tag, background_nice, wal_syncs_in_flight,
+    /// direct_hfile_writes.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -56,6 +57,12 @@ pub struct ServeArgs {
     /// one group at a time.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=8))]
     wal_syncs_in_flight: Option<u8>,
+    /// Write HFiles (flushes, compactions) with O_DIRECT, past the page
+    /// cache, so they reach the disk a chunk at a time instead of in
+    /// writeback bursts that WAL fdatasyncs queue behind [default: true].
+    /// With false, freshly written files stay in the page cache for reads.
+    #[arg(long, value_name = "BOOL")]
+    direct_hfile_writes: Option<bool>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -69,6 +76,7 @@ struct ServeFile {
     device_tag: Option<String>,
     background_nice: Option<i32>,
     wal_syncs_in_flight: Option<usize>,
+    direct_hfile_writes: Option<bool>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -113,6 +121,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .or(f.wal_syncs_in_flight)
     {
         opts.wal_syncs_in_flight = n;
+    }
+    if let Some(d) = a.direct_hfile_writes.or(f.direct_hfile_writes) {
+        opts.direct_hfile_writes = d;
     }
     let store =
         Arc::new(Store::open(&dir, opts).with_context(|| format!("opening {}", dir.display()))?);

@@ -169,6 +169,7 @@ pub fn write_hfile(
         bloom: o.bloom,
         expected_cells,
         created_ms: shared.opts.clock.now_ms(),
+        direct: shared.opts.direct_hfile_writes,
     };
     let written = HFileWriter::create(&*shared.backend, &tmp, opts).and_then(|mut w| {
         fill(&mut w)?;

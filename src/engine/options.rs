@@ -107,6 +107,13 @@ pub struct Options {
     /// 1 syncs one group at a time. The commit thread's own fdatasyncs
     /// (segment roll-over, the `async` timer, `Store::sync`) come on top.
     pub wal_syncs_in_flight: usize,
+    /// Write HFiles (flushes, compactions) with `O_DIRECT` where the
+    /// filesystem allows it, so their writes do not pile up in the page
+    /// cache and reach the disk in bursts that a WAL fdatasync must wait
+    /// behind (`crate::io::direct`). The price: a file just written is not
+    /// in the page cache; its first reads come from the disk (or the block
+    /// cache). Default true.
+    pub direct_hfile_writes: bool,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
     /// Block cache capacity.
@@ -134,6 +141,7 @@ impl Default for Options {
             major_compaction_period_ms: 7 * 24 * 3600 * 1000,
             blocking_file_count: 16,
             wal_syncs_in_flight: WAL_SYNCS_IN_FLIGHT_DEFAULT,
+            direct_hfile_writes: true,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_preallocate: true,

@@ -1,19 +1,25 @@
 //! Streaming HFile writer: cells in, blocks + sections + trailer out, all
 //! through the I/O backend. The caller writes to a temporary name and
 //! publishes with [`publish`] (rename + directory fsync).
+//!
+//! Every write is a whole number of aligned 4 KiB blocks, the last one
+//! padded with zeros and the padding cut off by `set_len` before the
+//! fsync, so that a file opened for direct writes ([`crate::io::direct`],
+//! `WriterOptions::direct`) gets all of them direct.
 
 use super::block;
 use super::bloom::Bloom;
 use super::sections::{encode_index, encode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer};
 use crate::cell::{self, CellKind, CellRef, RangeTombstone};
 use crate::error::Result;
+use crate::io::direct::{self, DIRECT_ALIGN};
 use crate::io::{Backend, IoFile, OpenMode};
 use crate::key::{DeviceId, RowKey};
 use crate::schema::Compression;
 use crate::util::bin::crc;
 use std::path::{Path, PathBuf};
 
-/// Bytes buffered before a write is issued.
+/// Bytes buffered before a write is issued (a multiple of `DIRECT_ALIGN`).
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 /// How to write a file.
@@ -28,6 +34,8 @@ pub struct WriterOptions {
     /// Cells expected (sizes the bloom filter).
     pub expected_cells: usize,
     pub created_ms: i64,
+    /// Bypass the page cache ([`crate::io::direct`]).
+    pub direct: bool,
 }
 
 /// Writes one HFile.
@@ -38,7 +46,11 @@ pub struct HFileWriter {
     cell_width: usize,
     raw: Vec<u8>,
     raw_cells: u32,
+    /// Encoded bytes not yet written, starting at `out_offset`.
     out: Vec<u8>,
+    /// The other write buffer: `out`'s unaligned tail moves here.
+    spare: Vec<u8>,
+    /// Bytes written so far (a multiple of `DIRECT_ALIGN`).
     out_offset: u64,
     index: Vec<IndexEntry>,
     bloom: Option<Bloom>,
@@ -50,7 +62,12 @@ pub struct HFileWriter {
 impl HFileWriter {
     /// Create `path` (must not exist).
     pub fn create(backend: &dyn Backend, path: &Path, opts: WriterOptions) -> Result<Self> {
-        let file = backend.open(path, OpenMode::CreateNew)?;
+        let mode = if opts.direct {
+            OpenMode::CreateNewDirect
+        } else {
+            OpenMode::CreateNew
+        };
+        let file = backend.open(path, mode)?;
         let info = FileInfo {
             table_id: opts.table_id,
             layout_id: opts.layout_id,
@@ -72,6 +89,7 @@ impl HFileWriter {
             raw: Vec::with_capacity(opts.block_size_bytes + 4096),
             raw_cells: 0,
             out: Vec::with_capacity(WRITE_CHUNK_BYTES * 2),
+            spare: Vec::with_capacity(WRITE_CHUNK_BYTES * 2),
             out_offset: 0,
             index: Vec::new(),
             info,
@@ -155,17 +173,41 @@ impl HFileWriter {
         Ok(())
     }
 
+    /// Write the whole aligned blocks of `out`; the rest waits for more.
     fn flush_out(&mut self) -> Result<()> {
-        if self.out.is_empty() {
+        let n = self.out.len() / DIRECT_ALIGN * DIRECT_ALIGN;
+        if n == 0 {
             return Ok(());
         }
-        let n = self.out.len() as u64;
-        let buf = std::mem::take(&mut self.out);
-        let mut buf = self.file.write_at(buf, self.out_offset)?;
-        self.out_offset += n;
+        let mut buf = std::mem::take(&mut self.out);
+        self.spare.clear();
+        self.spare.extend_from_slice(&buf[n..]);
+        buf.truncate(n);
+        let lane = self.opts.direct.then(direct::lane);
+        let written = self.file.write_at(buf, self.out_offset);
+        drop(lane);
+        let mut buf = written?;
+        self.out_offset += n as u64;
         buf.clear();
-        self.out = buf;
+        self.out = std::mem::replace(&mut self.spare, buf);
         Ok(())
+    }
+
+    /// Append a large section a chunk at a time (no second copy of a
+    /// bloom filter that can be tens of MB).
+    fn append_large(&mut self, bytes: &[u8]) -> Result<SectionRef> {
+        let s = SectionRef {
+            offset: self.out_offset + self.out.len() as u64,
+            len: bytes.len() as u32,
+            crc: crc(bytes),
+        };
+        for piece in bytes.chunks(WRITE_CHUNK_BYTES) {
+            self.out.extend_from_slice(piece);
+            if self.out.len() >= WRITE_CHUNK_BYTES {
+                self.flush_out()?;
+            }
+        }
+        Ok(s)
     }
 
     fn section(&mut self, bytes: &[u8]) -> SectionRef {
@@ -196,20 +238,7 @@ impl HFileWriter {
         self.info.range_tombstones = tombstones.len() as u32;
         let index = self.section(&encode_index(&self.index));
         let bloom = match self.bloom.take() {
-            // Written straight from the filter's buffer (no copy of a
-            // filter that can be tens of MB).
-            Some(b) => {
-                self.flush_out()?;
-                let bytes = b.into_bytes();
-                let s = SectionRef {
-                    offset: self.out_offset,
-                    len: bytes.len() as u32,
-                    crc: crc(&bytes),
-                };
-                self.file.write_at(bytes, self.out_offset)?;
-                self.out_offset += u64::from(s.len);
-                s
-            }
+            Some(b) => self.append_large(&b.into_bytes())?,
             None => self.section(&[]),
         };
         let info = self.section(&self.info.encode());
@@ -221,9 +250,15 @@ impl HFileWriter {
             tombstones: tombs,
         };
         self.out.extend_from_slice(&trailer.encode());
+        let len = self.out_offset + self.out.len() as u64;
+        self.out
+            .resize(self.out.len().next_multiple_of(DIRECT_ALIGN), 0);
         self.flush_out()?;
+        if self.out_offset != len {
+            self.file.set_len(len)?;
+        }
         self.file.sync_all()?;
-        Ok((self.info, self.out_offset))
+        Ok((self.info, len))
     }
 
     pub fn path(&self) -> &Path {

@@ -6,6 +6,7 @@
 //! the renames that publish files go through the selected [`Backend`].
 //! Reads of immutable files may use `pread` directly.
 
+pub mod direct;
 pub mod fault;
 mod probe;
 mod std_backend;
@@ -75,6 +76,9 @@ impl IoChoice {
 pub enum OpenMode {
     /// Create a new file; fail if it exists. Read + write.
     CreateNew,
+    /// As `CreateNew`, for one front-to-back pass of large writes that
+    /// bypass the page cache where they can ([`direct`] has the rules).
+    CreateNewDirect,
     /// Open an existing file read + write.
     ReadWrite,
     /// Open a directory (only to fsync it).

@@ -5,17 +5,19 @@
 //! files) are in flight at once. Replies come back on one-shot crossbeam
 //! channels; callers block on them.
 
+use super::direct::{self, Staging};
 use super::{Backend, IoFile, IoKind, OpenMode};
 use crate::error::{Error, Result};
 use crossbeam_channel::{bounded, unbounded, Sender};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use tokio_uring::buf::BoundedBuf;
 
@@ -30,9 +32,17 @@ pub fn uring_ops_completed() -> u64 {
 type Reply<T> = Sender<io::Result<T>>;
 
 enum Req {
-    Open(PathBuf, OpenMode, Reply<u64>),
-    /// Write, then fdatasync when the flag is set.
-    Write(u64, Vec<u8>, u64, bool, Sender<(io::Result<()>, Vec<u8>)>),
+    /// Open; the reply says whether the file has `O_DIRECT`.
+    Open(PathBuf, OpenMode, Reply<(u64, bool)>),
+    /// Write `buf[range]`, then fdatasync when the flag is set.
+    Write(
+        u64,
+        Vec<u8>,
+        Range<usize>,
+        u64,
+        bool,
+        Sender<(io::Result<()>, Vec<u8>)>,
+    ),
     Read(u64, usize, u64, Reply<Vec<u8>>),
     SyncData(u64, Reply<()>),
     SyncAll(u64, Reply<()>),
@@ -151,7 +161,28 @@ async fn run_loop(rx: crossbeam_channel::Receiver<Req>, notify: Arc<Notify>) {
     }
 }
 
-type Files = Rc<RefCell<HashMap<u64, Rc<tokio_uring::fs::File>>>>;
+/// An open file on the ring thread.
+struct RingFile {
+    file: tokio_uring::fs::File,
+    /// Set while the descriptor has `O_DIRECT` (see [`direct`]).
+    direct: Cell<bool>,
+}
+
+impl RingFile {
+    /// After `EINVAL` from a direct file: turn `O_DIRECT` off and say to
+    /// retry buffered. `false`: the error stands.
+    fn fall_back(&self, r: &io::Result<()>) -> bool {
+        match r {
+            Err(e) if self.direct.get() && direct::refused(e) => {
+                self.direct.set(false);
+                direct::clear_direct(self.file.as_raw_fd()).is_ok()
+            }
+            _ => false,
+        }
+    }
+}
+
+type Files = Rc<RefCell<HashMap<u64, Rc<RingFile>>>>;
 
 fn done<T>(r: io::Result<T>) -> io::Result<T> {
     if r.is_ok() {
@@ -160,21 +191,54 @@ fn done<T>(r: io::Result<T>) -> io::Result<T> {
     r
 }
 
-async fn open(files: Files, id: u64, path: PathBuf, mode: OpenMode, reply: Reply<u64>) {
+async fn open_file(
+    path: &Path,
+    mode: OpenMode,
+    direct_flag: bool,
+) -> io::Result<tokio_uring::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut o = tokio_uring::fs::OpenOptions::new();
     match mode {
-        OpenMode::CreateNew => o.read(true).write(true).create_new(true),
+        OpenMode::CreateNew | OpenMode::CreateNewDirect => {
+            o.read(true).write(true).create_new(true)
+        }
         OpenMode::ReadWrite => o.read(true).write(true),
         OpenMode::Directory => o.read(true),
     };
-    let res = done(o.open(&path).await).map(|f| {
+    if direct_flag {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    done(o.open(path).await)
+}
+
+async fn open(files: Files, id: u64, path: PathBuf, mode: OpenMode, reply: Reply<(u64, bool)>) {
+    let mut direct = mode == OpenMode::CreateNewDirect;
+    let res = match open_file(&path, mode, direct).await {
+        // No O_DIRECT on this filesystem. Linux checks it after O_CREAT |
+        // O_EXCL made the file, so an empty file of ours may be there.
+        Err(e) if direct && direct::refused(&e) => {
+            direct = false;
+            match open_file(&path, mode, false).await {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    open_file(&path, OpenMode::ReadWrite, false).await
+                }
+                other => other,
+            }
+        }
+        other => other,
+    };
+    let res = res.map(|file| {
+        let f = RingFile {
+            file,
+            direct: Cell::new(direct),
+        };
         files.borrow_mut().insert(id, Rc::new(f));
-        id
+        (id, direct)
     });
     let _ = reply.send(res);
 }
 
-fn get(files: &Files, id: u64) -> io::Result<Rc<tokio_uring::fs::File>> {
+fn get(files: &Files, id: u64) -> io::Result<Rc<RingFile>> {
     files
         .borrow()
         .get(&id)
@@ -184,15 +248,18 @@ fn get(files: &Files, id: u64) -> io::Result<Rc<tokio_uring::fs::File>> {
 
 async fn handle(files: Files, req: Req) {
     match req {
-        Req::Write(id, buf, off, sync, reply) => {
+        Req::Write(id, buf, range, off, sync, reply) => {
             let res = match get(&files, id) {
                 Ok(f) => {
-                    let (r, buf) = f.write_all_at(buf, off).await;
+                    let (mut r, mut slice) = f.file.write_all_at(buf.slice(range), off).await;
+                    if f.fall_back(&r) {
+                        (r, slice) = f.file.write_all_at(slice, off).await;
+                    }
                     let r = match done(r) {
-                        Ok(()) if sync => done(f.sync_data().await),
+                        Ok(()) if sync => done(f.file.sync_data().await),
                         other => other,
                     };
-                    (r, buf)
+                    (r, slice.into_inner())
                 }
                 Err(e) => (Err(e), buf),
             };
@@ -201,9 +268,11 @@ async fn handle(files: Files, req: Req) {
         Req::Read(id, len, off, reply) => {
             let res = match get(&files, id) {
                 Ok(f) => {
-                    let (r, slice) = f
-                        .read_exact_at(Vec::with_capacity(len).slice(0..len), off)
-                        .await;
+                    let buf = Vec::with_capacity(len).slice(0..len);
+                    let (mut r, mut slice) = f.file.read_exact_at(buf, off).await;
+                    if f.fall_back(&r) {
+                        (r, slice) = f.file.read_exact_at(slice, off).await;
+                    }
                     done(r).map(|()| slice.into_inner())
                 }
                 Err(e) => Err(e),
@@ -212,14 +281,14 @@ async fn handle(files: Files, req: Req) {
         }
         Req::SyncData(id, reply) => {
             let res = match get(&files, id) {
-                Ok(f) => done(f.sync_data().await),
+                Ok(f) => done(f.file.sync_data().await),
                 Err(e) => Err(e),
             };
             let _ = reply.send(res);
         }
         Req::SyncAll(id, reply) => {
             let res = match get(&files, id) {
-                Ok(f) => done(f.sync_all().await),
+                Ok(f) => done(f.file.sync_all().await),
                 Err(e) => Err(e),
             };
             let _ = reply.send(res);
@@ -228,7 +297,7 @@ async fn handle(files: Files, req: Req) {
             // io_uring gained FTRUNCATE only in Linux 6.9 and tokio-uring
             // does not expose it: truncation (rare: torn WAL tails) is a
             // plain ftruncate on the ring thread.
-            let res = get(&files, id).and_then(|f| ftruncate(f.as_raw_fd(), len));
+            let res = get(&files, id).and_then(|f| ftruncate(f.file.as_raw_fd(), len));
             let _ = reply.send(res);
         }
         Req::Rename(from, to, reply) => {
@@ -256,13 +325,49 @@ struct UringFile {
     id: u64,
     path: PathBuf,
     chan: Arc<Channel>,
+    /// Present when the file was opened with `O_DIRECT`.
+    staging: Option<Mutex<Staging>>,
 }
 
 impl UringFile {
     /// One round trip to the ring thread: write, and fdatasync if `sync`.
+    /// An aligned write to a direct file goes from the staging buffer.
     fn write(&self, buf: Vec<u8>, offset: u64, sync: bool) -> Result<Vec<u8>> {
+        // tokio-uring cannot slice an empty buffer (it panics, on the ring
+        // thread): nothing to write.
+        if buf.is_empty() {
+            if sync {
+                self.sync_data()?;
+            }
+            return Ok(buf);
+        }
+        let Some(staging) = self
+            .staging
+            .as_ref()
+            .filter(|_| direct::aligned(offset, buf.len()))
+        else {
+            let range = 0..buf.len();
+            return self.round_trip(buf, range, offset, sync);
+        };
+        let mut staging = staging.lock().unwrap_or_else(PoisonError::into_inner);
+        let range = staging.load(&buf);
+        let res = self.round_trip(staging.take(), range, offset, sync);
+        res.map(|aligned| {
+            staging.put(aligned);
+            buf
+        })
+    }
+
+    fn round_trip(
+        &self,
+        buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+        sync: bool,
+    ) -> Result<Vec<u8>> {
         let (tx, rx) = bounded(1);
-        self.chan.send(Req::Write(self.id, buf, offset, sync, tx))?;
+        self.chan
+            .send(Req::Write(self.id, buf, range, offset, sync, tx))?;
         let (res, buf) = rx
             .recv()
             .map_err(|_| Error::io(&self.path, io::Error::other("io thread stopped")))?;
@@ -279,6 +384,9 @@ impl IoFile for UringFile {
         self.write(buf, offset, true)
     }
     fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new()); // see `write`: no empty slices
+        }
         self.chan
             .call(&self.path, |r| Req::Read(self.id, len, offset, r))
     }
@@ -307,13 +415,14 @@ impl Backend for UringBackend {
         IoKind::Uring
     }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn IoFile>> {
-        let id = self
+        let (id, direct) = self
             .chan
             .call(path, |r| Req::Open(path.to_path_buf(), mode, r))?;
         Ok(Box::new(UringFile {
             id,
             path: path.to_path_buf(),
             chan: self.chan.clone(),
+            staging: direct.then(Mutex::default),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
