@@ -343,11 +343,18 @@ fn direct_files_write_aligned_blocks_direct_and_everything_else_buffered() {
         assert_eq!(f.read_at(4, 4096 + 8192).unwrap(), b"tail");
         let g = dir.path().join("g");
         let f = b.open(&g, io::OpenMode::CreateNewDirect).unwrap();
+        assert_eq!(f.read_at(0, 0).unwrap(), b"", "an empty read");
+        f.write_at(block.clone(), 0).unwrap();
         assert_eq!(
-            f.read_at(0, 0).unwrap(),
-            b"",
-            "a read works on a direct file"
+            f.read_at(3, 1).unwrap(),
+            block[1..4],
+            "{:?}: a read",
+            b.kind()
         );
+        assert!(!opened_direct(&g), "a read turns O_DIRECT off");
+        f.write_at(block.clone(), 8192).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(std::fs::read(&g).unwrap().len(), 16384);
         assert!(
             b.open(&g, io::OpenMode::CreateNewDirect).is_err(),
             "direct create refuses an existing file"

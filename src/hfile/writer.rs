@@ -2,10 +2,10 @@
 //! through the I/O backend. The caller writes to a temporary name and
 //! publishes with [`publish`] (rename + directory fsync).
 //!
-//! Every write is a whole number of aligned 4 KiB blocks, the last one
-//! padded with zeros and the padding cut off by `set_len` before the
-//! fsync, so that a file opened for direct writes ([`crate::io::direct`],
-//! `WriterOptions::direct`) gets all of them direct.
+//! Every write but the file's last is a whole number of aligned 4 KiB
+//! blocks (1 MiB to just under 2 MiB), so that a file opened for direct
+//! writes ([`crate::io::direct`], `WriterOptions::direct`) gets them all
+//! direct; the last, partial block is written buffered.
 
 use super::block;
 use super::bloom::Bloom;
@@ -48,9 +48,7 @@ pub struct HFileWriter {
     raw_cells: u32,
     /// Encoded bytes not yet written, starting at `out_offset`.
     out: Vec<u8>,
-    /// The other write buffer: `out`'s unaligned tail moves here.
-    spare: Vec<u8>,
-    /// Bytes written so far (a multiple of `DIRECT_ALIGN`).
+    /// Bytes written so far (a multiple of `DIRECT_ALIGN` until `finish`).
     out_offset: u64,
     index: Vec<IndexEntry>,
     bloom: Option<Bloom>,
@@ -89,7 +87,6 @@ impl HFileWriter {
             raw: Vec::with_capacity(opts.block_size_bytes + 4096),
             raw_cells: 0,
             out: Vec::with_capacity(WRITE_CHUNK_BYTES * 2),
-            spare: Vec::with_capacity(WRITE_CHUNK_BYTES * 2),
             out_offset: 0,
             index: Vec::new(),
             info,
@@ -179,9 +176,10 @@ impl HFileWriter {
         if n == 0 {
             return Ok(());
         }
+        let mut tail = [0u8; DIRECT_ALIGN];
+        let rest = self.out.len() - n;
+        tail[..rest].copy_from_slice(&self.out[n..]);
         let mut buf = std::mem::take(&mut self.out);
-        self.spare.clear();
-        self.spare.extend_from_slice(&buf[n..]);
         buf.truncate(n);
         let lane = self.opts.direct.then(direct::lane);
         let written = self.file.write_at(buf, self.out_offset);
@@ -189,7 +187,23 @@ impl HFileWriter {
         let mut buf = written?;
         self.out_offset += n as u64;
         buf.clear();
-        self.out = std::mem::replace(&mut self.spare, buf);
+        buf.extend_from_slice(&tail[..rest]);
+        self.out = buf;
+        Ok(())
+    }
+
+    /// Write everything: the whole blocks direct, then the partial one.
+    fn flush_all(&mut self) -> Result<()> {
+        self.flush_out()?;
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let n = self.out.len() as u64;
+        let buf = std::mem::take(&mut self.out);
+        let mut buf = self.file.write_at(buf, self.out_offset)?;
+        self.out_offset += n;
+        buf.clear();
+        self.out = buf;
         Ok(())
     }
 
@@ -250,15 +264,9 @@ impl HFileWriter {
             tombstones: tombs,
         };
         self.out.extend_from_slice(&trailer.encode());
-        let len = self.out_offset + self.out.len() as u64;
-        self.out
-            .resize(self.out.len().next_multiple_of(DIRECT_ALIGN), 0);
-        self.flush_out()?;
-        if self.out_offset != len {
-            self.file.set_len(len)?;
-        }
+        self.flush_all()?;
         self.file.sync_all()?;
-        Ok((self.info, len))
+        Ok((self.info, self.out_offset))
     }
 
     pub fn path(&self) -> &Path {

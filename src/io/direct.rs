@@ -14,8 +14,9 @@
 //!   `O_DIRECT`; a filesystem that refuses it (tmpfs) gets a plain file.
 //! - A write whose offset and length are multiples of [`DIRECT_ALIGN`] is
 //!   copied to an aligned staging buffer and written direct.
-//! - Any other write, or a direct write the kernel rejects with `EINVAL`,
-//!   turns `O_DIRECT` off for that file for good and is written buffered.
+//! - Any other write (a file's last, partial block) and any read first
+//!   turn `O_DIRECT` off for that file for good, and go buffered. So does a
+//!   direct write the kernel rejects with `EINVAL`, retried buffered.
 //!   Nothing is lost either way; only the page-cache bypass is.
 //! - fsync is still needed: direct writes may sit in the disk's cache, and
 //!   the file's size and extents are metadata.

@@ -16,8 +16,8 @@ pub struct StdBackend;
 struct StdFile {
     file: File,
     path: PathBuf,
-    /// Set while the descriptor has `O_DIRECT` (see [`direct`]).
-    direct: Option<Mutex<Staging>>,
+    /// `Some` while the descriptor has `O_DIRECT` (see [`direct`]).
+    direct: Mutex<Option<Staging>>,
 }
 
 impl StdFile {
@@ -25,10 +25,10 @@ impl StdFile {
     /// aligned. `Ok(false)`: the caller writes buffered (`O_DIRECT` is off
     /// from now on).
     fn try_direct(&self, buf: &[u8], offset: u64) -> Result<bool> {
-        let Some(staging) = &self.direct else {
+        let mut direct = self.direct.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(staging) = direct.as_mut() else {
             return Ok(false);
         };
-        let mut staging = staging.lock().unwrap_or_else(PoisonError::into_inner);
         if direct::aligned(offset, buf.len()) {
             let range = staging.load(buf);
             match self.file.write_all_at(&staging.buf()[range], offset) {
@@ -37,8 +37,17 @@ impl StdFile {
                 Err(e) => return Err(Error::io(&self.path, e)),
             }
         }
-        direct::clear_direct(self.file.as_raw_fd()).map_err(|e| Error::io(&self.path, e))?;
+        self.end_direct(&mut direct)?;
         Ok(false)
+    }
+
+    /// Turn `O_DIRECT` off for good (before an unaligned write or a read).
+    fn end_direct(&self, direct: &mut Option<Staging>) -> Result<()> {
+        if direct.is_some() {
+            direct::clear_direct(self.file.as_raw_fd()).map_err(|e| Error::io(&self.path, e))?;
+            *direct = None;
+        }
+        Ok(())
     }
 }
 
@@ -52,9 +61,7 @@ impl IoFile for StdFile {
         Ok(buf)
     }
     fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
-        if self.direct.is_some() {
-            direct::clear_direct(self.file.as_raw_fd()).map_err(|e| Error::io(&self.path, e))?;
-        }
+        self.end_direct(&mut self.direct.lock().unwrap_or_else(PoisonError::into_inner))?;
         let mut buf = vec![0u8; len];
         self.file
             .read_exact_at(&mut buf, offset)
@@ -119,7 +126,7 @@ impl Backend for StdBackend {
         Ok(Box::new(StdFile {
             file,
             path: path.to_path_buf(),
-            direct: direct.then(Mutex::default),
+            direct: Mutex::new(direct.then(Staging::default)),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

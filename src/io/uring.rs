@@ -31,18 +31,23 @@ pub fn uring_ops_completed() -> u64 {
 
 type Reply<T> = Sender<io::Result<T>>;
 
+/// The outcome, the buffer back, and whether the file still has `O_DIRECT`.
+type WriteReply = (io::Result<()>, Vec<u8>, bool);
+
 enum Req {
     /// Open; the reply says whether the file has `O_DIRECT`.
     Open(PathBuf, OpenMode, Reply<(u64, bool)>),
-    /// Write `buf[range]`, then fdatasync when the flag is set.
-    Write(
-        u64,
-        Vec<u8>,
-        Range<usize>,
-        u64,
-        bool,
-        Sender<(io::Result<()>, Vec<u8>)>,
-    ),
+    /// Write `buf[range]` at `offset`, then fdatasync if `sync`.
+    Write {
+        id: u64,
+        buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+        sync: bool,
+        /// Turn `O_DIRECT` off first (an unaligned write).
+        buffered: bool,
+        reply: Sender<WriteReply>,
+    },
     Read(u64, usize, u64, Reply<Vec<u8>>),
     SyncData(u64, Reply<()>),
     SyncAll(u64, Reply<()>),
@@ -169,16 +174,48 @@ struct RingFile {
 }
 
 impl RingFile {
-    /// After `EINVAL` from a direct file: turn `O_DIRECT` off and say to
-    /// retry buffered. `false`: the error stands.
-    fn fall_back(&self, r: &io::Result<()>) -> bool {
-        match r {
-            Err(e) if self.direct.get() && direct::refused(e) => {
-                self.direct.set(false);
-                direct::clear_direct(self.file.as_raw_fd()).is_ok()
-            }
-            _ => false,
+    /// Turn `O_DIRECT` off for good (before an unaligned write or a read).
+    fn end_direct(&self) -> io::Result<()> {
+        if self.direct.get() {
+            direct::clear_direct(self.file.as_raw_fd())?;
+            self.direct.set(false);
         }
+        Ok(())
+    }
+
+    /// After a failed op: `Ok(true)` when it was the kernel refusing
+    /// `O_DIRECT`, now off, so the op is to be retried buffered.
+    fn fall_back(&self, r: &io::Result<()>) -> io::Result<bool> {
+        match r {
+            Err(e) if self.direct.get() && direct::refused(e) => self.end_direct().map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    async fn write(
+        &self,
+        buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+        sync: bool,
+        buffered: bool,
+    ) -> (io::Result<()>, Vec<u8>) {
+        if buffered {
+            if let Err(e) = self.end_direct() {
+                return (Err(e), buf);
+            }
+        }
+        let (mut r, mut slice) = self.file.write_all_at(buf.slice(range), offset).await;
+        match self.fall_back(&r) {
+            Ok(true) => (r, slice) = self.file.write_all_at(slice, offset).await,
+            Ok(false) => {}
+            Err(e) => r = Err(e),
+        }
+        let r = match done(r) {
+            Ok(()) if sync => done(self.file.sync_data().await),
+            other => other,
+        };
+        (r, slice.into_inner())
     }
 }
 
@@ -248,33 +285,34 @@ fn get(files: &Files, id: u64) -> io::Result<Rc<RingFile>> {
 
 async fn handle(files: Files, req: Req) {
     match req {
-        Req::Write(id, buf, range, off, sync, reply) => {
+        Req::Write {
+            id,
+            buf,
+            range,
+            offset,
+            sync,
+            buffered,
+            reply,
+        } => {
             let res = match get(&files, id) {
                 Ok(f) => {
-                    let (mut r, mut slice) = f.file.write_all_at(buf.slice(range), off).await;
-                    if f.fall_back(&r) {
-                        (r, slice) = f.file.write_all_at(slice, off).await;
-                    }
-                    let r = match done(r) {
-                        Ok(()) if sync => done(f.file.sync_data().await),
-                        other => other,
-                    };
-                    (r, slice.into_inner())
+                    let (r, buf) = f.write(buf, range, offset, sync, buffered).await;
+                    (r, buf, f.direct.get())
                 }
-                Err(e) => (Err(e), buf),
+                Err(e) => (Err(e), buf, false),
             };
             let _ = reply.send(res);
         }
         Req::Read(id, len, off, reply) => {
             let res = match get(&files, id) {
-                Ok(f) => {
-                    let buf = Vec::with_capacity(len).slice(0..len);
-                    let (mut r, mut slice) = f.file.read_exact_at(buf, off).await;
-                    if f.fall_back(&r) {
-                        (r, slice) = f.file.read_exact_at(slice, off).await;
+                Ok(f) => match f.end_direct() {
+                    Ok(()) => {
+                        let buf = Vec::with_capacity(len).slice(0..len);
+                        let (r, slice) = f.file.read_exact_at(buf, off).await;
+                        done(r).map(|()| slice.into_inner())
                     }
-                    done(r).map(|()| slice.into_inner())
-                }
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             let _ = reply.send(res);
@@ -325,13 +363,15 @@ struct UringFile {
     id: u64,
     path: PathBuf,
     chan: Arc<Channel>,
-    /// Present when the file was opened with `O_DIRECT`.
-    staging: Option<Mutex<Staging>>,
+    /// `Some` while the file has `O_DIRECT` (as far as this side knows:
+    /// the ring thread's flag is the truth, and comes back with each write).
+    staging: Mutex<Option<Staging>>,
 }
 
 impl UringFile {
     /// One round trip to the ring thread: write, and fdatasync if `sync`.
-    /// An aligned write to a direct file goes from the staging buffer.
+    /// An aligned write to a direct file goes from the staging buffer; an
+    /// unaligned one turns `O_DIRECT` off.
     fn write(&self, buf: Vec<u8>, offset: u64, sync: bool) -> Result<Vec<u8>> {
         // tokio-uring cannot slice an empty buffer (it panics, on the ring
         // thread): nothing to write.
@@ -341,21 +381,25 @@ impl UringFile {
             }
             return Ok(buf);
         }
-        let Some(staging) = self
-            .staging
-            .as_ref()
+        let mut direct = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(staging) = direct
+            .as_mut()
             .filter(|_| direct::aligned(offset, buf.len()))
         else {
+            let buffered = direct.take().is_some();
             let range = 0..buf.len();
-            return self.round_trip(buf, range, offset, sync);
+            return self
+                .round_trip(buf, range, offset, sync, buffered)
+                .map(|(buf, _)| buf);
         };
-        let mut staging = staging.lock().unwrap_or_else(PoisonError::into_inner);
         let range = staging.load(&buf);
-        let res = self.round_trip(staging.take(), range, offset, sync);
-        res.map(|aligned| {
-            staging.put(aligned);
-            buf
-        })
+        let (aligned, still_direct) =
+            self.round_trip(staging.take(), range, offset, sync, false)?;
+        staging.put(aligned);
+        if !still_direct {
+            *direct = None;
+        }
+        Ok(buf)
     }
 
     fn round_trip(
@@ -364,15 +408,23 @@ impl UringFile {
         range: Range<usize>,
         offset: u64,
         sync: bool,
-    ) -> Result<Vec<u8>> {
-        let (tx, rx) = bounded(1);
-        self.chan
-            .send(Req::Write(self.id, buf, range, offset, sync, tx))?;
-        let (res, buf) = rx
+        buffered: bool,
+    ) -> Result<(Vec<u8>, bool)> {
+        let (reply, rx) = bounded(1);
+        self.chan.send(Req::Write {
+            id: self.id,
+            buf,
+            range,
+            offset,
+            sync,
+            buffered,
+            reply,
+        })?;
+        let (res, buf, still_direct) = rx
             .recv()
             .map_err(|_| Error::io(&self.path, io::Error::other("io thread stopped")))?;
         res.map_err(|e| Error::io(&self.path, e))?;
-        Ok(buf)
+        Ok((buf, still_direct))
     }
 }
 
@@ -387,6 +439,11 @@ impl IoFile for UringFile {
         if len == 0 {
             return Ok(Vec::new()); // see `write`: no empty slices
         }
+        // The ring thread turns O_DIRECT off before a read.
+        self.staging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         self.chan
             .call(&self.path, |r| Req::Read(self.id, len, offset, r))
     }
@@ -422,7 +479,7 @@ impl Backend for UringBackend {
             id,
             path: path.to_path_buf(),
             chan: self.chan.clone(),
-            staging: direct.then(Mutex::default),
+            staging: Mutex::new(direct.then(Staging::default)),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
