@@ -207,8 +207,8 @@ impl HFileWriter {
         Ok(())
     }
 
-    /// Append a large section a chunk at a time (no second copy of a
-    /// bloom filter that can be tens of MB).
+    /// Append a large section a chunk at a time: a bloom filter of tens
+    /// of MB is copied 1 MiB at a time, never held twice in full.
     fn append_large(&mut self, bytes: &[u8]) -> Result<SectionRef> {
         let s = SectionRef {
             offset: self.out_offset + self.out.len() as u64,
