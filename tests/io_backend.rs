@@ -17,6 +17,7 @@ fn requested_backend_is_the_one_used() {
     let choice = IoChoice::from_env().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let before = io::uring_ops_completed();
+    let local_before = io::local_ring_ops_completed();
     let store = open(dir.path(), Options::default());
     store
         .create_table(small_schema("t", TableOptions::default()))
@@ -40,6 +41,10 @@ fn requested_backend_is_the_one_used() {
             assert!(
                 used >= 4,
                 "io_uring requested but only {used} ops went through it"
+            );
+            assert!(
+                io::local_ring_ops_completed() > local_before,
+                "the group commit's threads did not use rings of their own"
             );
         }
         IoChoice::Std => assert_eq!(store.io_kind(), IoKind::Std),
@@ -242,13 +247,60 @@ fn failing_to_delete_old_wal_segments_loses_nothing_and_is_retried() {
     );
 }
 
+/// Run `body` on every I/O path: the std backend; io_uring through its
+/// ring thread; and io_uring on a thread with a ring of its own
+/// (`Backend::thread_ring`, what the group commit's threads hold), which
+/// must then have served the ops itself.
+fn on_every_io_path(body: fn(&dyn io::Backend)) {
+    body(&*io::select(IoChoice::Std).unwrap());
+    if io::probe_uring().is_err() {
+        return;
+    }
+    let uring = io::select(IoChoice::Uring).unwrap();
+    let local_before = io::local_ring_ops_completed();
+    body(&*uring);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let ring = uring.thread_ring().expect("a thread's own ring");
+            assert!(uring.thread_ring().is_none(), "one ring per thread");
+            let before = io::local_ring_ops_completed();
+            body(&*uring);
+            assert!(
+                io::local_ring_ops_completed() > before,
+                "the thread's own ring served no op"
+            );
+            drop(ring);
+        });
+    });
+    // Other tests may run ops on their threads' rings concurrently, so
+    // only this much is certain: our own thread's ops were counted.
+    assert!(io::local_ring_ops_completed() > local_before);
+}
+
+#[test]
+fn a_thread_running_a_tokio_runtime_gets_no_ring_of_its_own() {
+    if io::probe_uring().is_err() {
+        return;
+    }
+    let uring = io::select(IoChoice::Uring).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert!(uring.thread_ring().is_none());
+        // Its ops go through the ring thread instead, and work.
+        let dir = tempfile::tempdir().unwrap();
+        let f = uring
+            .open(&dir.path().join("f"), io::OpenMode::CreateNew)
+            .unwrap();
+        f.write_sync_at(b"abc".to_vec(), 0).unwrap();
+        assert_eq!(f.read_at(3, 0).unwrap(), b"abc");
+    });
+}
+
 #[test]
 fn every_backend_honours_the_file_trait() {
-    let mut backends = vec![io::select(IoChoice::Std).unwrap()];
-    if io::probe_uring().is_ok() {
-        backends.push(io::select(IoChoice::Uring).unwrap());
-    }
-    for b in backends {
+    on_every_io_path(|b| {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         let f = b.open(&p, io::OpenMode::CreateNew).unwrap();
@@ -278,7 +330,7 @@ fn every_backend_honours_the_file_trait() {
         b.sync_dir(dir.path()).unwrap();
         b.remove_file(&q).unwrap();
         assert!(!q.exists() && !p.exists());
-    }
+    });
 }
 
 /// `O_DIRECT` is visible in the descriptor flags of the open file.
@@ -313,12 +365,8 @@ fn libc_o_direct() -> i32 {
 
 #[test]
 fn direct_files_write_aligned_blocks_direct_and_everything_else_buffered() {
-    let mut backends = vec![io::select(IoChoice::Std).unwrap()];
-    if io::probe_uring().is_ok() {
-        backends.push(io::select(IoChoice::Uring).unwrap());
-    }
-    let block: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
-    for b in backends {
+    on_every_io_path(|b| {
+        let block: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         let f = b.open(&p, io::OpenMode::CreateNewDirect).unwrap();
@@ -368,5 +416,5 @@ fn direct_files_write_aligned_blocks_direct_and_everything_else_buffered() {
                 "refused by the filesystem"
             }
         );
-    }
+    });
 }

@@ -142,6 +142,8 @@ impl Committer {
 
     /// Run until shutdown or until every sender is gone.
     pub fn run(mut self) {
+        // WAL writes are issued here and waited for: no hop to a ring thread.
+        let _ring = self.shared.backend.thread_ring();
         let interval = Duration::from_millis(self.shared.opts.async_sync_interval_ms);
         loop {
             let first = match self.unsynced_since {

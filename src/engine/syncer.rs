@@ -128,6 +128,8 @@ impl SyncPool {
 
 fn worker(slot: usize, fin: &Finisher, rx: Receiver<(u64, SyncJob)>, free: Sender<usize>) {
     let _guard = PanicGuard(fin);
+    // The worker waits for each fdatasync: no hop to a ring thread.
+    let _ring = fin.shared.backend.thread_ring();
     for (ticket, job) in rx {
         let synced = job.sync.as_ref().map_or(Ok(()), |f| {
             let t0 = Instant::now();

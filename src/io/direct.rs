@@ -104,6 +104,62 @@ impl Staging {
     }
 }
 
+/// A file's direct state, the same for every backend: `Some` staging
+/// buffer while its descriptor has `O_DIRECT`.
+pub struct DirectState(Mutex<Option<Staging>>);
+
+impl DirectState {
+    pub fn new(direct: bool) -> Self {
+        DirectState(Mutex::new(direct.then(Staging::default)))
+    }
+
+    /// Write `buf` at `offset` direct, if the file has `O_DIRECT` and the
+    /// write is aligned: `write` gets an aligned copy and the range of it
+    /// to write, and hands the copy back. `Ok(false)`: the caller writes
+    /// `buf` buffered, `O_DIRECT` being off from now on (the file never
+    /// had it, the write is unaligned, or the kernel refused it).
+    pub fn write(
+        &self,
+        fd: RawFd,
+        buf: &[u8],
+        offset: u64,
+        write: impl FnOnce(Vec<u8>, Range<usize>) -> (io::Result<()>, Vec<u8>),
+    ) -> io::Result<bool> {
+        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(staging) = state.as_mut() else {
+            return Ok(false);
+        };
+        if aligned(offset, buf.len()) {
+            let range = staging.load(buf);
+            let (r, copy) = write(staging.take(), range);
+            staging.put(copy);
+            match r {
+                Ok(()) => return Ok(true),
+                Err(e) if refused(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        end(fd, &mut state)?;
+        Ok(false)
+    }
+
+    /// Turn `O_DIRECT` off for good (before a read).
+    pub fn end(&self, fd: RawFd) -> io::Result<()> {
+        end(
+            fd,
+            &mut self.0.lock().unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+}
+
+fn end(fd: RawFd, state: &mut Option<Staging>) -> io::Result<()> {
+    if state.is_some() {
+        clear_direct(fd)?;
+        *state = None;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

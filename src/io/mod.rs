@@ -8,6 +8,7 @@
 
 pub mod direct;
 pub mod fault;
+mod local_ring;
 mod probe;
 mod std_backend;
 mod uring;
@@ -16,6 +17,7 @@ use crate::error::{Error, Result};
 use std::path::Path;
 use std::sync::Arc;
 
+pub use local_ring::{local_ring_ops_completed, LocalRing};
 pub use probe::probe_uring;
 pub use std_backend::StdBackend;
 pub use uring::{uring_ops_completed, UringBackend};
@@ -116,6 +118,13 @@ pub trait Backend: Send + Sync {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Remove a file.
     fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Give the calling thread its own ring for the ops it issues, for as
+    /// long as the guard lives (io_uring only: [`LocalRing`] says when it
+    /// pays). `None` on other backends, or when the thread cannot have one
+    /// (logged); its ops then take the usual path.
+    fn thread_ring(&self) -> Option<LocalRing> {
+        None
+    }
     /// fsync a directory so that renames and creations in it are durable.
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.open(dir, OpenMode::Directory)?.sync_all()

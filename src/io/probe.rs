@@ -16,7 +16,6 @@ pub fn probe_uring() -> Result<(), String> {
         (opcode::Write::CODE, "WRITE"),
         (opcode::Read::CODE, "READ"),
         (opcode::Fsync::CODE, "FSYNC"),
-        (opcode::OpenAt::CODE, "OPENAT"),
         (opcode::RenameAt::CODE, "RENAMEAT"),
         (opcode::UnlinkAt::CODE, "UNLINKAT"),
     ];

@@ -1,13 +1,12 @@
 //! The std backend: pwrite/pread/fdatasync through `std::fs`.
 
-use super::direct::{self, Staging};
+use super::direct::{self, DirectState};
 use super::{Backend, IoFile, IoKind, OpenMode};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
 
 /// pwrite/pread backend.
 #[derive(Debug, Default)]
@@ -16,44 +15,16 @@ pub struct StdBackend;
 struct StdFile {
     file: File,
     path: PathBuf,
-    /// `Some` while the descriptor has `O_DIRECT` (see [`direct`]).
-    direct: Mutex<Option<Staging>>,
-}
-
-impl StdFile {
-    /// Write through `O_DIRECT` when the file has it and the write is
-    /// aligned. `Ok(false)`: the caller writes buffered (`O_DIRECT` is off
-    /// from now on).
-    fn try_direct(&self, buf: &[u8], offset: u64) -> Result<bool> {
-        let mut direct = self.direct.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(staging) = direct.as_mut() else {
-            return Ok(false);
-        };
-        if direct::aligned(offset, buf.len()) {
-            let range = staging.load(buf);
-            match self.file.write_all_at(&staging.buf()[range], offset) {
-                Ok(()) => return Ok(true),
-                Err(e) if direct::refused(&e) => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
-            }
-        }
-        self.end_direct(&mut direct)?;
-        Ok(false)
-    }
-
-    /// Turn `O_DIRECT` off for good (before an unaligned write or a read).
-    fn end_direct(&self, direct: &mut Option<Staging>) -> Result<()> {
-        if direct.is_some() {
-            direct::clear_direct(self.file.as_raw_fd()).map_err(|e| Error::io(&self.path, e))?;
-            *direct = None;
-        }
-        Ok(())
-    }
+    direct: DirectState,
 }
 
 impl IoFile for StdFile {
     fn write_at(&self, buf: Vec<u8>, offset: u64) -> Result<Vec<u8>> {
-        if !self.try_direct(&buf, offset)? {
+        let fd = self.file.as_raw_fd();
+        let direct = self.direct.write(fd, &buf, offset, |copy, range| {
+            (self.file.write_all_at(&copy[range], offset), copy)
+        });
+        if !direct.map_err(|e| Error::io(&self.path, e))? {
             self.file
                 .write_all_at(&buf, offset)
                 .map_err(|e| Error::io(&self.path, e))?;
@@ -61,7 +32,9 @@ impl IoFile for StdFile {
         Ok(buf)
     }
     fn read_at(&self, len: usize, offset: u64) -> Result<Vec<u8>> {
-        self.end_direct(&mut self.direct.lock().unwrap_or_else(PoisonError::into_inner))?;
+        self.direct
+            .end(self.file.as_raw_fd())
+            .map_err(|e| Error::io(&self.path, e))?;
         let mut buf = vec![0u8; len];
         self.file
             .read_exact_at(&mut buf, offset)
@@ -109,24 +82,31 @@ fn plain_after_refusal(path: &Path, mode: OpenMode) -> std::io::Result<File> {
     }
 }
 
+/// Open `path` as `mode` asks. `CreateNewDirect` tries `O_DIRECT` and
+/// opens plain when the filesystem refuses it; the flag says which it got.
+/// Both backends open files this way.
+pub(super) fn open_std(path: &Path, mode: OpenMode) -> Result<(File, bool)> {
+    let direct = mode == OpenMode::CreateNewDirect;
+    match open_file(path, mode, direct) {
+        Ok(f) => Ok((f, direct)),
+        Err(e) if direct && direct::refused(&e) => {
+            plain_after_refusal(path, mode).map(|f| (f, false))
+        }
+        Err(e) => Err(e),
+    }
+    .map_err(|e| Error::io(path, e))
+}
+
 impl Backend for StdBackend {
     fn kind(&self) -> IoKind {
         IoKind::Std
     }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn IoFile>> {
-        let mut direct = mode == OpenMode::CreateNewDirect;
-        let file = match open_file(path, mode, direct) {
-            Err(e) if direct && direct::refused(&e) => {
-                direct = false;
-                plain_after_refusal(path, mode)
-            }
-            other => other,
-        }
-        .map_err(|e| Error::io(path, e))?;
+        let (file, direct) = open_std(path, mode)?;
         Ok(Box::new(StdFile {
             file,
             path: path.to_path_buf(),
-            direct: Mutex::new(direct.then(Staging::default)),
+            direct: DirectState::new(direct),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

@@ -1,15 +1,20 @@
 //! The io_uring backend: a `tokio_uring::Runtime` on one dedicated OS
 //! thread, fed over a crossbeam channel. `tokio_uring::fs::File` is `!Send`,
-//! so files live in a table on that thread and callers hold ids. Each
-//! request runs as its own task, so many ops (writes and syncs of different
-//! files) are in flight at once. Replies come back on one-shot crossbeam
-//! channels; callers block on them.
+//! so the ring thread keeps a duplicate descriptor of every open file in a
+//! table and callers hold ids. Each request runs as its own task, so many
+//! ops (writes and syncs of different files) are in flight at once.
+//! Replies come back on one-shot crossbeam channels; callers block on them.
+//!
+//! A thread holding a [`LocalRing`] (the group commit's threads) runs its
+//! file ops on that ring instead, with no hand-off ([`local_ring`]).
 
-use super::direct::{self, Staging};
+use super::direct::DirectState;
+use super::local_ring::{self, LocalRing};
+use super::std_backend::open_std;
 use super::{Backend, IoFile, IoKind, OpenMode};
 use crate::error::{Error, Result};
 use crossbeam_channel::{bounded, unbounded, Sender};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
@@ -17,7 +22,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio_uring::buf::BoundedBuf;
 
@@ -31,27 +36,65 @@ pub fn uring_ops_completed() -> u64 {
 
 type Reply<T> = Sender<io::Result<T>>;
 
-/// The outcome, the buffer back, and whether the file still has `O_DIRECT`.
-type WriteReply = (io::Result<()>, Vec<u8>, bool);
-
-enum Req {
-    /// Open; the reply says whether the file has `O_DIRECT`.
-    Open(PathBuf, OpenMode, Reply<(u64, bool)>),
+/// One op on an open file. It runs on the calling thread's own ring
+/// ([`local_ring`]) if the thread has one, else on the ring thread.
+enum FileOp {
     /// Write `buf[range]` at `offset`, then fdatasync if `sync`.
     Write {
-        id: u64,
         buf: Vec<u8>,
         range: Range<usize>,
         offset: u64,
         sync: bool,
-        /// Turn `O_DIRECT` off first (an unaligned write).
-        buffered: bool,
-        reply: Sender<WriteReply>,
     },
-    Read(u64, usize, u64, Reply<Vec<u8>>),
-    SyncData(u64, Reply<()>),
-    SyncAll(u64, Reply<()>),
-    SetLen(u64, u64, Reply<()>),
+    /// Read exactly `len` bytes at `offset`.
+    Read { len: usize, offset: u64 },
+    /// fdatasync, or fsync with `all`.
+    Sync { all: bool },
+}
+
+/// A finished [`FileOp`]: the outcome and the buffer (written or read;
+/// empty after a sync).
+type Done = (io::Result<()>, Vec<u8>);
+
+impl FileOp {
+    /// The buffer back when the op could not be issued.
+    fn failed(self, e: io::Error) -> Done {
+        match self {
+            FileOp::Write { buf, .. } => (Err(e), buf),
+            FileOp::Read { .. } | FileOp::Sync { .. } => (Err(e), Vec::new()),
+        }
+    }
+
+    async fn perform(self, file: &tokio_uring::fs::File) -> Done {
+        match self {
+            FileOp::Write {
+                buf,
+                range,
+                offset,
+                sync,
+            } => {
+                let (r, slice) = file.write_all_at(buf.slice(range), offset).await;
+                let r = match r {
+                    Ok(()) if sync => file.sync_data().await,
+                    other => other,
+                };
+                (r, slice.into_inner())
+            }
+            FileOp::Read { len, offset } => {
+                let buf = Vec::with_capacity(len).slice(0..len);
+                let (r, slice) = file.read_exact_at(buf, offset).await;
+                (r, slice.into_inner())
+            }
+            FileOp::Sync { all: true } => (file.sync_all().await, Vec::new()),
+            FileOp::Sync { all: false } => (file.sync_data().await, Vec::new()),
+        }
+    }
+}
+
+enum Req {
+    /// Take a duplicate of an open file's descriptor under the caller's id.
+    Adopt(u64, std::fs::File),
+    File(u64, FileOp, Sender<Done>),
     Rename(PathBuf, PathBuf, Reply<()>),
     Remove(PathBuf, Reply<()>),
     Close(u64),
@@ -61,6 +104,8 @@ enum Req {
 struct Channel {
     tx: Sender<Req>,
     notify: Arc<Notify>,
+    /// Ids of open files, assigned by the callers.
+    next_id: AtomicU64,
 }
 
 impl Channel {
@@ -126,7 +171,11 @@ impl UringBackend {
             }
         }
         Ok(UringBackend {
-            chan: Arc::new(Channel { tx, notify }),
+            chan: Arc::new(Channel {
+                tx,
+                notify,
+                next_id: AtomicU64::new(1),
+            }),
             thread: Some(thread),
         })
     }
@@ -141,23 +190,33 @@ impl Drop for UringBackend {
     }
 }
 
+type Files = Rc<RefCell<HashMap<u64, Rc<tokio_uring::fs::File>>>>;
+
 async fn run_loop(rx: crossbeam_channel::Receiver<Req>, notify: Arc<Notify>) {
     let files: Files = Rc::new(RefCell::new(HashMap::new()));
-    let mut next_id = 1u64;
     loop {
         loop {
             match rx.try_recv() {
                 Ok(Req::Shutdown) | Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+                Ok(Req::Adopt(id, file)) => {
+                    let file = tokio_uring::fs::File::from_std(file);
+                    files.borrow_mut().insert(id, Rc::new(file));
+                }
                 Ok(Req::Close(id)) => {
                     files.borrow_mut().remove(&id);
                 }
-                Ok(Req::Open(path, mode, reply)) => {
-                    let id = next_id;
-                    next_id += 1;
-                    tokio_uring::spawn(open(files.clone(), id, path, mode, reply));
+                Ok(Req::File(id, op, reply)) => {
+                    tokio_uring::spawn(file_op(files.clone(), id, op, reply));
                 }
-                Ok(req) => {
-                    tokio_uring::spawn(handle(files.clone(), req));
+                Ok(Req::Rename(from, to, reply)) => {
+                    tokio_uring::spawn(async move {
+                        let _ = reply.send(done(tokio_uring::fs::rename(&from, &to).await));
+                    });
+                }
+                Ok(Req::Remove(path, reply)) => {
+                    tokio_uring::spawn(async move {
+                        let _ = reply.send(done(tokio_uring::fs::remove_file(&path).await));
+                    });
                 }
                 Err(crossbeam_channel::TryRecvError::Empty) => break,
             }
@@ -166,61 +225,6 @@ async fn run_loop(rx: crossbeam_channel::Receiver<Req>, notify: Arc<Notify>) {
     }
 }
 
-/// An open file on the ring thread.
-struct RingFile {
-    file: tokio_uring::fs::File,
-    /// Set while the descriptor has `O_DIRECT` (see [`direct`]).
-    direct: Cell<bool>,
-}
-
-impl RingFile {
-    /// Turn `O_DIRECT` off for good (before an unaligned write or a read).
-    fn end_direct(&self) -> io::Result<()> {
-        if self.direct.get() {
-            direct::clear_direct(self.file.as_raw_fd())?;
-            self.direct.set(false);
-        }
-        Ok(())
-    }
-
-    /// After a failed op: `Ok(true)` when it was the kernel refusing
-    /// `O_DIRECT`, now off, so the op is to be retried buffered.
-    fn fall_back(&self, r: &io::Result<()>) -> io::Result<bool> {
-        match r {
-            Err(e) if self.direct.get() && direct::refused(e) => self.end_direct().map(|()| true),
-            _ => Ok(false),
-        }
-    }
-
-    async fn write(
-        &self,
-        buf: Vec<u8>,
-        range: Range<usize>,
-        offset: u64,
-        sync: bool,
-        buffered: bool,
-    ) -> (io::Result<()>, Vec<u8>) {
-        if buffered {
-            if let Err(e) = self.end_direct() {
-                return (Err(e), buf);
-            }
-        }
-        let (mut r, mut slice) = self.file.write_all_at(buf.slice(range), offset).await;
-        match self.fall_back(&r) {
-            Ok(true) => (r, slice) = self.file.write_all_at(slice, offset).await,
-            Ok(false) => {}
-            Err(e) => r = Err(e),
-        }
-        let r = match done(r) {
-            Ok(()) if sync => done(self.file.sync_data().await),
-            other => other,
-        };
-        (r, slice.into_inner())
-    }
-}
-
-type Files = Rc<RefCell<HashMap<u64, Rc<RingFile>>>>;
-
 fn done<T>(r: io::Result<T>) -> io::Result<T> {
     if r.is_ok() {
         URING_OPS.fetch_add(1, Ordering::Relaxed);
@@ -228,203 +232,93 @@ fn done<T>(r: io::Result<T>) -> io::Result<T> {
     r
 }
 
-async fn open_file(
-    path: &Path,
-    mode: OpenMode,
-    direct_flag: bool,
-) -> io::Result<tokio_uring::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut o = tokio_uring::fs::OpenOptions::new();
-    match mode {
-        OpenMode::CreateNew | OpenMode::CreateNewDirect => {
-            o.read(true).write(true).create_new(true)
-        }
-        OpenMode::ReadWrite => o.read(true).write(true),
-        OpenMode::Directory => o.read(true),
+async fn file_op(files: Files, id: u64, op: FileOp, reply: Sender<Done>) {
+    let file = files.borrow().get(&id).cloned();
+    let done = match file {
+        Some(f) => op.perform(&f).await,
+        None => op.failed(io::Error::other("file handle closed")),
     };
-    if direct_flag {
-        o.custom_flags(libc::O_DIRECT);
-    }
-    done(o.open(path).await)
-}
-
-async fn open(files: Files, id: u64, path: PathBuf, mode: OpenMode, reply: Reply<(u64, bool)>) {
-    let mut direct = mode == OpenMode::CreateNewDirect;
-    let res = match open_file(&path, mode, direct).await {
-        // No O_DIRECT on this filesystem. Linux checks it after O_CREAT |
-        // O_EXCL made the file, so an empty file of ours may be there.
-        Err(e) if direct && direct::refused(&e) => {
-            direct = false;
-            match open_file(&path, mode, false).await {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    open_file(&path, OpenMode::ReadWrite, false).await
-                }
-                other => other,
-            }
-        }
-        other => other,
-    };
-    let res = res.map(|file| {
-        let f = RingFile {
-            file,
-            direct: Cell::new(direct),
-        };
-        files.borrow_mut().insert(id, Rc::new(f));
-        (id, direct)
-    });
-    let _ = reply.send(res);
-}
-
-fn get(files: &Files, id: u64) -> io::Result<Rc<RingFile>> {
-    files
-        .borrow()
-        .get(&id)
-        .cloned()
-        .ok_or_else(|| io::Error::other("file handle closed"))
-}
-
-async fn handle(files: Files, req: Req) {
-    match req {
-        Req::Write {
-            id,
-            buf,
-            range,
-            offset,
-            sync,
-            buffered,
-            reply,
-        } => {
-            let res = match get(&files, id) {
-                Ok(f) => {
-                    let (r, buf) = f.write(buf, range, offset, sync, buffered).await;
-                    (r, buf, f.direct.get())
-                }
-                Err(e) => (Err(e), buf, false),
-            };
-            let _ = reply.send(res);
-        }
-        Req::Read(id, len, off, reply) => {
-            let res = match get(&files, id) {
-                Ok(f) => match f.end_direct() {
-                    Ok(()) => {
-                        let buf = Vec::with_capacity(len).slice(0..len);
-                        let (r, slice) = f.file.read_exact_at(buf, off).await;
-                        done(r).map(|()| slice.into_inner())
-                    }
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            let _ = reply.send(res);
-        }
-        Req::SyncData(id, reply) => {
-            let res = match get(&files, id) {
-                Ok(f) => done(f.file.sync_data().await),
-                Err(e) => Err(e),
-            };
-            let _ = reply.send(res);
-        }
-        Req::SyncAll(id, reply) => {
-            let res = match get(&files, id) {
-                Ok(f) => done(f.file.sync_all().await),
-                Err(e) => Err(e),
-            };
-            let _ = reply.send(res);
-        }
-        Req::SetLen(id, len, reply) => {
-            // io_uring gained FTRUNCATE only in Linux 6.9 and tokio-uring
-            // does not expose it: truncation (rare: torn WAL tails) is a
-            // plain ftruncate on the ring thread.
-            let res = get(&files, id).and_then(|f| ftruncate(f.file.as_raw_fd(), len));
-            let _ = reply.send(res);
-        }
-        Req::Rename(from, to, reply) => {
-            let _ = reply.send(done(tokio_uring::fs::rename(&from, &to).await));
-        }
-        Req::Remove(path, reply) => {
-            let _ = reply.send(done(tokio_uring::fs::remove_file(&path).await));
-        }
-        Req::Open(..) | Req::Close(_) | Req::Shutdown => unreachable!("handled in run_loop"),
-    }
-}
-
-fn ftruncate(fd: i32, len: u64) -> io::Result<()> {
-    let len = libc::off_t::try_from(len).map_err(|_| io::Error::other("length too large"))?;
-    // SAFETY: `fd` is a valid descriptor owned by a live File in the table.
-    #[allow(unsafe_code)]
-    let r = unsafe { libc::ftruncate(fd, len) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let _ = reply.send(done);
 }
 
 struct UringFile {
     id: u64,
     path: PathBuf,
     chan: Arc<Channel>,
-    /// `Some` while the file has `O_DIRECT` (as far as this side knows:
-    /// the ring thread's flag is the truth, and comes back with each write).
-    staging: Mutex<Option<Staging>>,
+    /// The caller side's descriptor. The ring thread holds a duplicate:
+    /// the same open file description, so the same `O_DIRECT` flag and
+    /// the same record of writeback errors. Threads with their own ring
+    /// duplicate it for each op; truncation uses it directly.
+    file: std::fs::File,
+    direct: DirectState,
 }
 
 impl UringFile {
-    /// One round trip to the ring thread: write, and fdatasync if `sync`.
-    /// An aligned write to a direct file goes from the staging buffer; an
-    /// unaligned one turns `O_DIRECT` off.
+    /// Run `op` on this thread's ring if it has one, else on the ring
+    /// thread.
+    fn perform(&self, op: FileOp) -> Done {
+        let (r, buf) = local_ring::with(|ring| match ring {
+            Some(ring) => local_ring::block_on(ring, self.perform_here(op)),
+            None => self.send(op),
+        });
+        (done(r), buf)
+    }
+
+    /// [`UringFile::perform`], with the path in the error.
+    fn run(&self, op: FileOp) -> Result<Vec<u8>> {
+        let (r, buf) = self.perform(op);
+        r.map_err(|e| Error::io(&self.path, e))?;
+        Ok(buf)
+    }
+
+    async fn perform_here(&self, op: FileOp) -> Done {
+        match self.file.try_clone() {
+            // Closed (synchronously) when the op is done.
+            Ok(dup) => op.perform(&tokio_uring::fs::File::from_std(dup)).await,
+            Err(e) => op.failed(e),
+        }
+    }
+
+    fn send(&self, op: FileOp) -> Done {
+        let (reply, rx) = bounded(1);
+        if let Err(e) = self.chan.send(Req::File(self.id, op, reply)) {
+            return (Err(io::Error::other(e.to_string())), Vec::new());
+        }
+        rx.recv()
+            .unwrap_or_else(|_| (Err(io::Error::other("io thread stopped")), Vec::new()))
+    }
+
+    /// Write `buf` at `offset`, and fdatasync if `sync`: direct from an
+    /// aligned copy when the file has `O_DIRECT` and the write is aligned
+    /// ([`direct`]), else buffered.
     fn write(&self, buf: Vec<u8>, offset: u64, sync: bool) -> Result<Vec<u8>> {
-        // tokio-uring cannot slice an empty buffer (it panics, on the ring
-        // thread): nothing to write.
+        // tokio-uring cannot slice an empty buffer (it panics): nothing
+        // to write.
         if buf.is_empty() {
             if sync {
                 self.sync_data()?;
             }
             return Ok(buf);
         }
-        let mut direct = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(staging) = direct
-            .as_mut()
-            .filter(|_| direct::aligned(offset, buf.len()))
-        else {
-            let buffered = direct.take().is_some();
-            let range = 0..buf.len();
-            return self
-                .round_trip(buf, range, offset, sync, buffered)
-                .map(|(buf, _)| buf);
-        };
-        let range = staging.load(&buf);
-        let (aligned, still_direct) =
-            self.round_trip(staging.take(), range, offset, sync, false)?;
-        staging.put(aligned);
-        if !still_direct {
-            *direct = None;
+        let fd = self.file.as_raw_fd();
+        let direct = self.direct.write(fd, &buf, offset, |copy, range| {
+            self.perform(FileOp::Write {
+                buf: copy,
+                range,
+                offset,
+                sync,
+            })
+        });
+        if direct.map_err(|e| Error::io(&self.path, e))? {
+            return Ok(buf);
         }
-        Ok(buf)
-    }
-
-    fn round_trip(
-        &self,
-        buf: Vec<u8>,
-        range: Range<usize>,
-        offset: u64,
-        sync: bool,
-        buffered: bool,
-    ) -> Result<(Vec<u8>, bool)> {
-        let (reply, rx) = bounded(1);
-        self.chan.send(Req::Write {
-            id: self.id,
+        let range = 0..buf.len();
+        self.run(FileOp::Write {
             buf,
             range,
             offset,
             sync,
-            buffered,
-            reply,
-        })?;
-        let (res, buf, still_direct) = rx
-            .recv()
-            .map_err(|_| Error::io(&self.path, io::Error::other("io thread stopped")))?;
-        res.map_err(|e| Error::io(&self.path, e))?;
-        Ok((buf, still_direct))
+        })
     }
 }
 
@@ -439,22 +333,22 @@ impl IoFile for UringFile {
         if len == 0 {
             return Ok(Vec::new()); // see `write`: no empty slices
         }
-        // The ring thread turns O_DIRECT off before a read.
-        self.staging
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        self.chan
-            .call(&self.path, |r| Req::Read(self.id, len, offset, r))
+        self.direct
+            .end(self.file.as_raw_fd())
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.run(FileOp::Read { len, offset })
     }
     fn sync_data(&self) -> Result<()> {
-        self.chan.call(&self.path, |r| Req::SyncData(self.id, r))
+        self.run(FileOp::Sync { all: false }).map(drop)
     }
     fn sync_all(&self) -> Result<()> {
-        self.chan.call(&self.path, |r| Req::SyncAll(self.id, r))
+        self.run(FileOp::Sync { all: true }).map(drop)
     }
     fn set_len(&self, len: u64) -> Result<()> {
-        self.chan.call(&self.path, |r| Req::SetLen(self.id, len, r))
+        // io_uring gained FTRUNCATE only in Linux 6.9 and tokio-uring does
+        // not expose it: truncation (rare: torn WAL tails) is a plain
+        // ftruncate on the caller's thread.
+        self.file.set_len(len).map_err(|e| Error::io(&self.path, e))
     }
     fn path(&self) -> &Path {
         &self.path
@@ -471,15 +365,19 @@ impl Backend for UringBackend {
     fn kind(&self) -> IoKind {
         IoKind::Uring
     }
+    /// Opens are plain `openat` calls on the caller's thread (as cheap as
+    /// a hand-off to the ring thread); the ring thread adopts a duplicate.
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn IoFile>> {
-        let (id, direct) = self
-            .chan
-            .call(path, |r| Req::Open(path.to_path_buf(), mode, r))?;
+        let (file, direct) = open_std(path, mode)?;
+        let dup = file.try_clone().map_err(|e| Error::io(path, e))?;
+        let id = self.chan.next_id.fetch_add(1, Ordering::Relaxed);
+        self.chan.send(Req::Adopt(id, dup))?;
         Ok(Box::new(UringFile {
             id,
             path: path.to_path_buf(),
             chan: self.chan.clone(),
-            staging: Mutex::new(direct.then(Staging::default)),
+            file,
+            direct: DirectState::new(direct),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -489,5 +387,16 @@ impl Backend for UringBackend {
     }
     fn remove_file(&self, path: &Path) -> Result<()> {
         self.chan.call(path, |r| Req::Remove(path.to_path_buf(), r))
+    }
+    fn thread_ring(&self) -> Option<LocalRing> {
+        match LocalRing::enter() {
+            Ok(ring) => Some(ring),
+            Err(e) => {
+                tracing::warn!(
+                    "no io_uring of this thread's own ({e}); its I/O goes through the ring thread"
+                );
+                None
+            }
+        }
     }
 }
