@@ -129,6 +129,9 @@ impl Backend for FaultyBackend {
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         self.inner.rename(from, to)
     }
+    fn thread_ring(&self) -> Option<super::LocalRing> {
+        self.inner.thread_ring()
+    }
     fn remove_file(&self, path: &Path) -> Result<()> {
         if self.faults.fail_remove.load(Ordering::SeqCst) {
             return Err(injected(path, "unlink"));

@@ -206,15 +206,15 @@ async fn run_loop(rx: crossbeam_channel::Receiver<Req>, notify: Arc<Notify>) {
                     files.borrow_mut().remove(&id);
                 }
                 Ok(Req::File(id, op, reply)) => {
-                    tokio_uring::spawn(file_op(files.clone(), id, op, reply));
+                    spawn(file_op(files.clone(), id, op, reply));
                 }
                 Ok(Req::Rename(from, to, reply)) => {
-                    tokio_uring::spawn(async move {
+                    spawn(async move {
                         let _ = reply.send(done(tokio_uring::fs::rename(&from, &to).await));
                     });
                 }
                 Ok(Req::Remove(path, reply)) => {
-                    tokio_uring::spawn(async move {
+                    spawn(async move {
                         let _ = reply.send(done(tokio_uring::fs::remove_file(&path).await));
                     });
                 }
@@ -223,6 +223,13 @@ async fn run_loop(rx: crossbeam_channel::Receiver<Req>, notify: Arc<Notify>) {
         }
         notify.notified().await;
     }
+}
+
+/// Run `op` as a task of the ring thread, woken now and then while it
+/// waits so that a failed submission is retried
+/// ([`local_ring::RESUBMIT_EVERY`]).
+fn spawn(op: impl std::future::Future<Output = ()> + 'static) {
+    tokio_uring::spawn(local_ring::resubmitting(op));
 }
 
 fn done<T>(r: io::Result<T>) -> io::Result<T> {
