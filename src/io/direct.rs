@@ -70,14 +70,14 @@ pub fn clear_direct(fd: RawFd) -> io::Result<()> {
 /// An aligned copy of one write: a `Vec` with room to start its data on
 /// a [`DIRECT_ALIGN`] boundary (no custom allocator, no unsafe).
 #[derive(Default)]
-pub struct Staging {
+struct Staging {
     buf: Vec<u8>,
 }
 
 impl Staging {
-    /// Copy `data` to an aligned place; returns the range of `buf()` that
-    /// holds it.
-    pub fn load(&mut self, data: &[u8]) -> Range<usize> {
+    /// Copy `data` to an aligned place; returns the range of the buffer
+    /// that holds it.
+    fn load(&mut self, data: &[u8]) -> Range<usize> {
         let need = data.len() + DIRECT_ALIGN;
         if self.buf.len() < need {
             self.buf = vec![0; need];
@@ -89,17 +89,13 @@ impl Staging {
         range
     }
 
-    pub fn buf(&self) -> &[u8] {
-        &self.buf
-    }
-
     /// Hand the buffer over (an io_uring write owns it while in flight).
-    pub fn take(&mut self) -> Vec<u8> {
+    fn take(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.buf)
     }
 
     /// Take a buffer back after an owned write.
-    pub fn put(&mut self, buf: Vec<u8>) {
+    fn put(&mut self, buf: Vec<u8>) {
         self.buf = buf;
     }
 }
@@ -170,8 +166,8 @@ mod tests {
         for len in [4096usize, 8192, 1 << 20] {
             let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             let r = s.load(&data);
-            assert_eq!(s.buf()[r.clone()], data[..]);
-            assert_eq!(s.buf()[r].as_ptr() as usize % DIRECT_ALIGN, 0);
+            assert_eq!(s.buf[r.clone()], data[..]);
+            assert_eq!(s.buf[r].as_ptr() as usize % DIRECT_ALIGN, 0);
         }
     }
 
