@@ -1,4 +1,5 @@
-//! The device registry: ids assigned once and never reused, tags replaced,
+//! The device registry: ids assigned once and never reused, tags fixed at
+//! the first registration (a change is refused), control characters refused,
 //! persisted through reopen and manifest rewrites, tag index queries.
 
 use telestore::{Options, Store};
@@ -28,29 +29,40 @@ fn registry_persists_and_answers_tag_queries() {
         (a, b) = (ids[0], ids[1]);
         assert_eq!(ids[2], a, "one name, one id");
         assert_ne!(a, b);
-        // Same tags: nothing new; new tags replace the old ones.
+        // Same tags, or none: nothing new. Other tags: refused, whole.
         assert_eq!(
-            s.register_devices(&[dev("a", &[("fleet", "east")])])
+            s.register_devices(&[dev("a", &[("fleet", "east")]), dev("b", &[])])
                 .unwrap(),
-            vec![a]
+            vec![a, b]
         );
-        s.register_devices(&[dev("b", &[("fleet", "east"), ("model", "x9")])])
-            .unwrap();
+        let e = s
+            .register_devices(&[
+                dev("n", &[]),
+                dev("b", &[("fleet", "east"), ("model", "x9")]),
+            ])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fleet=west") && e.contains("fixed"), "{e}");
+        assert_eq!(s.device_id("n"), None, "a refused call registered a device");
         let east: Vec<u64> = s
             .devices(Some(("fleet", "east")))
             .iter()
             .map(|d| d.0)
             .collect();
-        assert_eq!(east, vec![a, b]);
-        assert!(
-            s.devices(Some(("fleet", "west"))).is_empty(),
-            "old tag still indexed"
-        );
+        assert_eq!(east, vec![a]);
+        assert_eq!(s.devices(Some(("fleet", "west"))).len(), 1);
+        // Control characters cannot get into names or tags.
+        for bad in [dev("bell\u{7}", &[]), dev("x", &[("k", "esc\u{1b}[2J")])] {
+            let e = s.register_devices(&[bad]).unwrap_err().to_string();
+            assert!(e.contains("control character"), "{e}");
+        }
+        s.register_devices(&[dev("b", &[("fleet", "west")])])
+            .unwrap();
         s.close().unwrap();
     }
     let s = Store::open(dir.path(), Options::default()).unwrap();
     assert_eq!((s.device_id("a"), s.device_id("b")), (Some(a), Some(b)));
-    assert_eq!(s.device(b).unwrap().tags.len(), 2);
+    assert_eq!(s.device(b).unwrap().tags.len(), 1);
     let c = s.register_devices(&[dev("c", &[])]).unwrap()[0];
     assert!(c > a && c > b, "ids are never reused");
     assert_eq!(s.devices(None).len(), 3);

@@ -4,8 +4,8 @@
 mod common;
 
 use common::small_rows;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::Response;
@@ -93,7 +93,6 @@ fn http_bytes(addr: SocketAddr, path: &str, extra_headers: &str, body: &[u8]) ->
     request(addr, "POST", path, extra_headers, body)
 }
 
-/// One HTTP/1.1 request; returns (status, body).
 fn request(
     addr: SocketAddr,
     method: &str,
@@ -101,21 +100,8 @@ fn request(
     headers: &str,
     body: &[u8],
 ) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status = resp[9..12].parse().unwrap();
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let r = common::http_request(addr, method, path, headers, body);
+    (r.status, r.body)
 }
 
 fn all_rows(store: &Store, table: &str) -> Vec<(u64, i64, Vec<u8>)> {

@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
+use telestore::ingest::auth::{Access, Tokens};
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::{
     ErrorCode, FrameHeader, Handshake, Response, FRAME_PAYLOAD_MAX, PROTOCOL_VERSION,
@@ -140,7 +141,10 @@ fn bad_frames_get_errors_and_nothing_of_them_is_applied() {
 #[test]
 fn bad_handshakes_are_refused_with_the_reason() {
     let cfg = ServerConfig {
-        token: Some("secret".into()),
+        tokens: Tokens::single("secret")
+            .unwrap()
+            .with("reader", Access::Read)
+            .unwrap(),
         ..ServerConfig::default()
     };
     let (_d, _store, run) = server(cfg);
@@ -162,6 +166,12 @@ fn bad_handshakes_are_refused_with_the_reason() {
     v9[4] = 9;
     expect_error(raw(&v9), ErrorCode::UnsupportedVersion, true);
     expect_error(raw(&hs("t", "wrong").encode()), ErrorCode::AuthFailed, true);
+    // A read-only token cannot write, and the binary protocol only writes.
+    expect_error(
+        raw(&hs("t", "reader").encode()),
+        ErrorCode::AuthFailed,
+        true,
+    );
     match raw(&hs("nope", "secret").encode()) {
         Response::Error(e) => {
             assert_eq!(e.code, ErrorCode::UnknownTable);

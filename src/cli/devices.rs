@@ -3,6 +3,7 @@
 use super::DirArg;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use telestore::util::text::escape_control;
 use telestore::{Options, Store};
 
 #[derive(Args, Debug)]
@@ -44,7 +45,8 @@ pub fn run(a: DevicesArgs) -> Result<()> {
         println!("{:<16} {:<24} tags", "id", "name");
         for (id, d) in &list {
             let tags: Vec<String> = d.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            println!("{id:<16} {:<24} {}", d.name, tags.join(","));
+            let name = escape_control(&d.name);
+            println!("{id:<16} {name:<24} {}", escape_control(&tags.join(",")));
         }
     }
     store.close()?;

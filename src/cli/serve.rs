@@ -7,6 +7,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use telestore::ingest::auth::{Access, Tokens};
 use telestore::ingest::server::{start, ServerConfig};
 use telestore::{Options, Store};
 
@@ -14,9 +15,10 @@ use telestore::{Options, Store};
 /// names with underscores), or the default — in that order of precedence.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TOML file with any of: dir, listen, http_listen, token,
-    /// max_inflight_mib, device_tag, background_nice, wal_syncs_in_flight,
-    /// direct_hfile_writes.
+    /// TOML file with any of: dir, listen, http_listen, token, token_file,
+    /// metrics_public, max_inflight_mib, device_tag, background_nice,
+    /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
+    /// memstore_global_mib, shutdown_flush.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -28,14 +30,27 @@ pub struct ServeArgs {
     #[arg(long, env = "TELESTORE_LISTEN")]
     listen: Option<SocketAddr>,
     /// Address of the HTTP endpoints: InfluxDB line protocol
-    /// (/api/v2/write, /write), /metrics, /health, /api/v1/tables
+    /// (/api/v2/write, /write), queries and exports (/api/v1/query,
+    /// /api/v1/export), /api/v1/tables, /api/v1/flush, /metrics, /health
     /// [default: 127.0.0.1:7071].
     #[arg(long, env = "TELESTORE_HTTP_LISTEN")]
     http_listen: Option<SocketAddr>,
-    /// Token binary-protocol clients must present [default: none
-    /// required].
+    /// A read-write token every client must present: binary-protocol
+    /// handshakes, and every HTTP route but /health (and /metrics, see
+    /// --metrics-public), sent as `Authorization: Token T`, `Bearer T`,
+    /// basic auth with T as the password, or v1's `?u=…&p=T`. Prefer
+    /// --token-file: a flag shows in `ps` [default: none required].
     #[arg(long, env = "TELESTORE_TOKEN")]
     token: Option<String>,
+    /// File of tokens, one per line: `rw TOKEN` (writes and reads) or
+    /// `ro TOKEN` (queries, exports, listings only); `#` starts a comment.
+    /// Adds to --token.
+    #[arg(long, env = "TELESTORE_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// Serve /metrics without a token even when tokens are configured
+    /// [default: true].
+    #[arg(long, value_name = "BOOL")]
+    metrics_public: Option<bool>,
     /// Payload MiB one binary connection may have read but not yet
     /// acknowledged; past it the server stops reading from that client
     /// [default: 32].
@@ -72,6 +87,8 @@ struct ServeFile {
     listen: Option<SocketAddr>,
     http_listen: Option<SocketAddr>,
     token: Option<String>,
+    token_file: Option<PathBuf>,
+    metrics_public: Option<bool>,
     max_inflight_mib: Option<usize>,
     device_tag: Option<String>,
     background_nice: Option<i32>,
@@ -101,8 +118,18 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .http_listen
         .or(f.http_listen)
         .unwrap_or(([127, 0, 0, 1], 7071).into());
+    let tokens = tokens_of(a.token.or(f.token), a.token_file.or(f.token_file))?;
+    for addr in [listen, http] {
+        if tokens.is_open() && !addr.ip().is_loopback() {
+            tracing::warn!(
+                "{addr} is not a loopback address and no token is set: anyone who reaches it \
+                 can write, query and create tables (set --token-file)"
+            );
+        }
+    }
     let cfg = ServerConfig {
-        token: a.token.or(f.token),
+        tokens,
+        metrics_public: a.metrics_public.or(f.metrics_public).unwrap_or(true),
         max_inflight_bytes: a.max_inflight_mib.or(f.max_inflight_mib).unwrap_or(32) << 20,
         http_listen: Some(http),
         device_tag: a
@@ -147,6 +174,17 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .close()?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+fn tokens_of(token: Option<String>, file: Option<PathBuf>) -> Result<Tokens> {
+    let mut t = Tokens::default();
+    if let Some(tok) = token {
+        t = t.with(&tok, Access::Write).context("--token")?;
+    }
+    if let Some(p) = file {
+        t = t.with_file(&p)?;
+    }
+    Ok(t)
 }
 
 /// Block until SIGINT or SIGTERM.

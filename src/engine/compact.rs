@@ -463,9 +463,14 @@ impl Store {
     /// Compact every region of `table` now, on this thread: a major
     /// compaction with `major`, else whatever the planner picks (expired
     /// files, then minor runs) until it finds nothing. Returns what ran.
+    /// A major compaction flushes the table's memstores first, so that
+    /// what it compacts is everything written before the call.
     pub fn compact(&self, table: &str, major: bool) -> Result<Vec<Outcome>> {
         self.shared.check_poisoned()?;
         let t = self.shared.table(table)?;
+        if major {
+            self.flush_tables(Some(table))?;
+        }
         let mut out = Vec::new();
         for r in t.regions().iter() {
             while let Some(o) = compact_region(&self.shared, &t, r, major)? {

@@ -7,6 +7,7 @@
 
 use super::{Shared, Store};
 use crate::error::{Error, Result};
+use crate::manifest::record::{DEVICE_TAGS_MAX, DEVICE_TEXT_MAX};
 use crate::manifest::{DeviceEntry, Record};
 use std::collections::{BTreeSet, HashMap};
 
@@ -59,6 +60,72 @@ impl DeviceIndex {
     }
 }
 
+/// What a device name, tag key or tag value may hold: 1 to
+/// [`DEVICE_TEXT_MAX`] bytes of UTF-8 without control characters (so a
+/// writer cannot put terminal escapes or line breaks into what `telestore
+/// devices` and the query outputs print); at most [`DEVICE_TAGS_MAX`]
+/// tags, each key once. The error says which part broke which rule.
+pub fn check_device_text(name: &str, tags: &[(String, String)]) -> std::result::Result<(), String> {
+    let check = |what: &str, t: &str| {
+        if t.is_empty() || t.len() > DEVICE_TEXT_MAX {
+            return Err(format!(
+                "{what} {:?} of {} bytes (1..={DEVICE_TEXT_MAX})",
+                crate::util::text::escape_control(t),
+                t.len()
+            ));
+        }
+        match t.char_indices().find(|(_, c)| c.is_control()) {
+            Some((i, c)) => Err(format!(
+                "{what} {:?} holds control character U+{:04X} at byte {i} (names and tags may not)",
+                crate::util::text::escape_control(t),
+                u32::from(c)
+            )),
+            None => Ok(()),
+        }
+    };
+    check("device name", name)?;
+    if tags.len() > DEVICE_TAGS_MAX {
+        return Err(format!("{} tags (at most {DEVICE_TAGS_MAX})", tags.len()));
+    }
+    for (i, (k, v)) in tags.iter().enumerate() {
+        check("tag key", k)?;
+        check("tag value", v)?;
+        if tags[..i].iter().any(|(k2, _)| k2 == k) {
+            return Err(format!("tag {k:?} given twice"));
+        }
+    }
+    Ok(())
+}
+
+/// Why `tags` cannot be written for a device registered with `registered`:
+/// tags are attributes fixed when a device is first registered, so that
+/// every row of a device keeps the tags it was written with (a tag
+/// filter never moves old rows between groups). A write that names the
+/// device without tags is fine; one that gives other tags is refused.
+pub fn tag_conflict(
+    name: &str,
+    registered: &[(String, String)],
+    tags: &[(String, String)],
+) -> Option<String> {
+    if tags.is_empty() || tags == registered {
+        return None;
+    }
+    let show = |t: &[(String, String)]| {
+        let v: Vec<String> = t.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if v.is_empty() {
+            "no tags".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    Some(format!(
+        "device {name:?} is registered with {} and cannot change to {}: a device's tags are fixed \
+         at its first write (name it without tags, or use a new device name)",
+        show(registered),
+        show(tags)
+    ))
+}
+
 impl Shared {
     pub(crate) fn devices(&self) -> std::sync::RwLockReadGuard<'_, DeviceIndex> {
         self.devices.read().unwrap_or_else(|p| p.into_inner())
@@ -66,23 +133,26 @@ impl Shared {
 }
 
 impl Store {
-    /// Register devices by name, or update their tags: returns their ids
-    /// in order. New names get new ids; a known name keeps its id, and its
-    /// tags are replaced only when `tags` differ (tag order is kept as
-    /// given). Durable (one manifest fsync for all changes) on return.
+    /// Register devices by name: returns their ids in order. New names
+    /// get new ids and keep the tags given (in the order given); a known
+    /// name keeps its id and its tags, and giving it other (non-empty)
+    /// tags is refused ([`tag_conflict`]), as is text that breaks
+    /// [`check_device_text`]; then nothing is registered. Durable (one
+    /// manifest fsync for all new devices) on return.
     pub fn register_devices(
         &self,
         devices: &[(String, Vec<(String, String)>)],
     ) -> Result<Vec<u64>> {
         self.shared.check_poisoned()?;
-        // Fast path: every name known with the same tags.
+        // Fast path: every name known, with its tags or none.
         {
             let ix = self.shared.devices();
             let known: Option<Vec<u64>> = devices
                 .iter()
                 .map(|(n, tags)| {
                     let id = ix.id(n)?;
-                    (ix.entries.get(&id)?.tags == *tags).then_some(id)
+                    let e = ix.entries.get(&id)?;
+                    (tags.is_empty() || e.tags == *tags).then_some(id)
                 })
                 .collect();
             if let Some(ids) = known {
@@ -101,6 +171,22 @@ impl Store {
         let mut pending: HashMap<&str, u64> = HashMap::new();
         let mut ids = Vec::with_capacity(devices.len());
         for (name, tags) in devices {
+            check_device_text(name, tags).map_err(|m| Error::invalid("device", m))?;
+            let before = ix
+                .id(name)
+                .and_then(|id| ix.entries.get(&id))
+                .map(|e| &e.tags);
+            let before = before.or_else(|| {
+                records.iter().find_map(|r| match r {
+                    Record::Device {
+                        name: n, tags: t, ..
+                    } if n == name => Some(t),
+                    _ => None,
+                })
+            });
+            if let Some(m) = before.and_then(|b| tag_conflict(name, b, tags)) {
+                return Err(Error::invalid("device", m));
+            }
             let id = match ix.id(name).or_else(|| pending.get(name.as_str()).copied()) {
                 Some(id) => id,
                 None => {
@@ -112,9 +198,8 @@ impl Store {
                     id
                 }
             };
-            let same = ix.entries.get(&id).is_some_and(|e| e.tags == *tags);
-            if !same {
-                records.retain(|r| !matches!(r, Record::Device { id: i, .. } if *i == id));
+            let new = !ix.entries.contains_key(&id) && !pending_recorded(&records, id);
+            if new {
                 records.push(Record::Device {
                     id,
                     name: name.clone(),
@@ -171,4 +256,10 @@ impl Store {
             .filter_map(|id| ix.entries.get(&id).map(|e| (id, e.clone())))
             .collect()
     }
+}
+
+fn pending_recorded(records: &[Record], id: u64) -> bool {
+    records
+        .iter()
+        .any(|r| matches!(r, Record::Device { id: i, .. } if *i == id))
 }

@@ -13,7 +13,7 @@ mod apply;
 mod budget;
 mod commit;
 mod compact;
-mod devices;
+pub(crate) mod devices;
 mod flush;
 mod open;
 mod options;
@@ -77,7 +77,7 @@ pub struct Shared {
     pub(crate) metrics: EngineMetrics,
     /// The device registry's in-memory index (the manifest holds it).
     devices: RwLock<devices::DeviceIndex>,
-    _lock: std::fs::File,
+    dir_lock: std::fs::File,
 }
 
 impl Shared {
@@ -536,15 +536,30 @@ impl Store {
     /// Freeze every active memstore and flush all of them to HFiles; on
     /// return they are durable and recorded.
     pub fn flush(&self) -> Result<()> {
+        self.flush_tables(None).map(|_| ())
+    }
+
+    /// Flush one table (`Some(name)`) or all: every write acknowledged
+    /// before the call is in an HFile on return, and the WAL segments that
+    /// held only those writes can be retired. Returns the HFiles written.
+    pub fn flush_tables(&self, table: Option<&str>) -> Result<usize> {
+        self.shared.check_poisoned()?;
+        let only = table.map(|n| self.shared.table(n)).transpose()?;
         let (tx, rx) = bounded(1);
         self.commit_tx
-            .send(Msg::Freeze(None, tx))
+            .send(Msg::Freeze(only.as_ref().map(|t| t.id), tx))
             .map_err(|_| Error::Closed)?;
         rx.recv().map_err(|_| Error::Closed)?;
-        for t in self.shared.tables_snapshot() {
-            flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison(&e))?;
+        let tables = match only {
+            Some(t) => vec![t],
+            None => self.shared.tables_snapshot(),
+        };
+        let mut files = 0;
+        for t in tables {
+            files += flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison(&e))?;
         }
-        self.shared.check_poisoned()
+        self.shared.check_poisoned()?;
+        Ok(files)
     }
 
     /// Counters (counting every write acknowledged before the call).
@@ -600,7 +615,13 @@ impl Store {
         if let Some(t) = flusher {
             let _ = t.join();
         }
+        self.shared.prefetch.stop();
         compact::sweep_graveyard(&self.shared);
+        // Release the directory lock now, not when the last handle on the
+        // lock file closes: a child process forked meanwhile by any thread
+        // holds a copy of it until its exec, and `flock` locks belong to
+        // the open file, so an open right after `close` would fail.
+        let _ = self.shared.dir_lock.unlock();
     }
 
     /// Write stall: while a region of the table has more than

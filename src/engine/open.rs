@@ -138,7 +138,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         busy: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
-        _lock: lock,
+        dir_lock: lock,
     });
     // Memstores frozen during replay are flushed now (no writer can run
     // before `open` returns).

@@ -31,47 +31,122 @@ pub struct HttpState {
     pub stats: Arc<ServerStats>,
     /// The line-protocol tag that names the device.
     pub device_tag: Arc<str>,
+    /// Tokens, checked by the [`super::auth::require`] layer.
+    pub auth: Arc<super::auth::HttpAuth>,
 }
 
 /// Largest line-protocol request body, after gzip decoding.
 pub const WRITE_BODY_MAX: usize = 64 << 20;
 
-/// The HTTP routes.
+/// The HTTP routes, all behind the auth layer (added last, so it wraps
+/// every route, the ones added later too).
 pub fn router(state: HttpState) -> Router {
+    let auth = axum::middleware::from_fn_with_state(state.auth.clone(), super::auth::require);
     Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/api/v1/tables", get(list_tables).post(create_table))
         .route("/api/v1/query", get(super::query_http::query))
         .route("/api/v1/export", get(super::query_http::export))
-        .route("/api/v2/write", post(write_lines))
-        .route("/write", post(write_lines))
+        .route("/api/v2/write", post(write_v2))
+        .route("/write", post(write_v1))
+        .route("/api/v1/flush", post(flush))
         .layer(DefaultBodyLimit::max(WRITE_BODY_MAX))
         .with_state(state)
+        .layer(auth)
 }
 
-/// An error in InfluxDB's JSON shape (`code`, `message`, and `line` for a
-/// bad line).
-fn influx_error(status: StatusCode, code: &str, message: String, line: Option<usize>) -> Response {
-    let mut body = serde_json::json!({ "code": code, "message": message });
-    if let Some(l) = line {
-        body["line"] = l.into();
-    }
+/// An error in InfluxDB's JSON shape: 2.x's `{"code", "message", "line"}`,
+/// or 1.x's `{"error"}` on the v1 route.
+fn influx_error(
+    v1: bool,
+    status: StatusCode,
+    code: &str,
+    message: String,
+    line: Option<usize>,
+) -> Response {
+    let body = if v1 {
+        serde_json::json!({ "error": message })
+    } else {
+        let mut b = serde_json::json!({ "code": code, "message": message });
+        if let Some(l) = line {
+            b["line"] = l.into();
+        }
+        b
+    };
     (status, Json(body)).into_response()
 }
 
-/// `POST /api/v2/write?bucket=…&precision=…` and `POST /write?db=…&precision=…`:
-/// InfluxDB line protocol (gzip bodies too). The bucket / db is accepted
-/// and ignored (one namespace); the measurement is the table. Optional
-/// `durability=sync|async|skip` (default sync). `204` when every line was
-/// applied; `400` naming the first bad line, with nothing applied.
-async fn write_lines(
+/// `POST /api/v2/write?bucket=…&precision=ns|us|ms|s`: InfluxDB 2.x line
+/// protocol. The bucket (and org) are accepted and ignored: one namespace,
+/// the measurement is the table.
+async fn write_v2(
     State(s): State<HttpState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let bad = |m: String| influx_error(StatusCode::BAD_REQUEST, "invalid", m, None);
+    write_lines(s, q, headers, body, false).await
+}
+
+/// `POST /write?db=…&precision=n|u|ms|s|m|h`: InfluxDB 1.x line protocol.
+/// `db` is required, as 1.x requires it, and otherwise ignored; errors
+/// come in 1.x's `{"error": …}` shape.
+async fn write_v1(
+    State(s): State<HttpState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if q.get("db").is_none_or(|d| d.is_empty()) {
+        let m = "database is required (db=…; any name: telestore has one namespace)";
+        return influx_error(true, StatusCode::BAD_REQUEST, "invalid", m.into(), None);
+    }
+    write_lines(s, q, headers, body, true).await
+}
+
+/// A request body as text: gzip decoded (bounded), UTF-8 checked.
+fn body_text(headers: &HeaderMap, body: &[u8]) -> Result<String, String> {
+    let gzip = headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let raw = if gzip {
+        let mut out = Vec::new();
+        let dec = flate2::read::GzDecoder::new(body);
+        match std::io::Read::read_to_end(
+            &mut std::io::Read::take(dec, WRITE_BODY_MAX as u64 + 1),
+            &mut out,
+        ) {
+            Ok(n) if n > WRITE_BODY_MAX => {
+                return Err(format!(
+                    "body over {WRITE_BODY_MAX} bytes once decompressed"
+                ))
+            }
+            Ok(_) => out,
+            Err(e) => return Err(format!("gzip body: {e}")),
+        }
+    } else {
+        body.to_vec()
+    };
+    String::from_utf8(raw)
+        .map_err(|e| format!("body is not UTF-8 (byte {})", e.utf8_error().valid_up_to()))
+}
+
+/// Line-protocol writes (gzip bodies too). Optional
+/// `durability=sync|async|skip` (default sync). `204` when every line was
+/// applied; `400` naming the first bad line, with nothing applied (1.x
+/// would write the good lines and answer "partial write": we do not, so
+/// that a retry of the fixed request cannot double-apply anything and a
+/// 400 always means nothing was written); `503` with `Retry-After` when
+/// the store is busy or its write path has stopped (a full disk).
+async fn write_lines(
+    s: HttpState,
+    q: HashMap<String, String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+    v1: bool,
+) -> Response {
+    let bad = |m: String| influx_error(v1, StatusCode::BAD_REQUEST, "invalid", m, None);
     let precision = match Precision::parse(q.get("precision").map(|x| x.as_str())) {
         Ok(p) => p,
         Err(m) => return bad(m),
@@ -84,35 +159,9 @@ async fn write_lines(
         Ok(d) => d.unwrap_or(Durability::Sync),
         Err(e) => return bad(e.to_string()),
     };
-    let gzip = headers
-        .get(header::CONTENT_ENCODING)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-    let raw = if gzip {
-        let mut out = Vec::new();
-        let dec = flate2::read::GzDecoder::new(&body[..]);
-        match std::io::Read::read_to_end(
-            &mut std::io::Read::take(dec, WRITE_BODY_MAX as u64 + 1),
-            &mut out,
-        ) {
-            Ok(n) if n > WRITE_BODY_MAX => {
-                return bad(format!(
-                    "body over {WRITE_BODY_MAX} bytes once decompressed"
-                ))
-            }
-            Ok(_) => out,
-            Err(e) => return bad(format!("gzip body: {e}")),
-        }
-    } else {
-        body.to_vec()
-    };
-    let text = match String::from_utf8(raw) {
+    let text = match body_text(&headers, &body) {
         Ok(t) => t,
-        Err(e) => {
-            return bad(format!(
-                "body is not UTF-8 (byte {})",
-                e.utf8_error().valid_up_to()
-            ))
-        }
+        Err(m) => return bad(m),
     };
     let stats = s.stats.clone();
     let done = tokio::task::spawn_blocking(move || {
@@ -130,29 +179,27 @@ async fn write_lines(
         Ok(Err(Err(e))) => {
             stats.http_rejected.fetch_add(1, Relaxed);
             let msg = format!("line {}: {}", e.line, e.message);
-            influx_error(StatusCode::BAD_REQUEST, "invalid", msg, Some(e.line))
+            influx_error(v1, StatusCode::BAD_REQUEST, "invalid", msg, Some(e.line))
         }
-        Ok(Err(Ok(Error::Busy { retry_after_ms }))) => {
+        Ok(Err(Ok(e))) => {
             stats.http_rejected.fetch_add(1, Relaxed);
-            let secs = retry_after_ms.div_ceil(1000).max(1).to_string();
-            let mut r = influx_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                format!("store busy (write stall), retry after {retry_after_ms} ms"),
-                None,
+            let failure = store_failure(&e);
+            let code = if failure.status() == StatusCode::SERVICE_UNAVAILABLE {
+                "unavailable"
+            } else {
+                "internal error"
+            };
+            let mut r = influx_error(v1, failure.status(), code, e.to_string(), None);
+            r.headers_mut().extend(
+                failure
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .map(|v| (header::RETRY_AFTER, v.clone())),
             );
-            if let Ok(v) = header::HeaderValue::from_str(&secs) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
             r
         }
-        Ok(Err(Ok(e))) => influx_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal error",
-            e.to_string(),
-            None,
-        ),
         Err(e) => influx_error(
+            v1,
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal error",
             e.to_string(),
@@ -282,6 +329,39 @@ async fn create_table(State(s): State<HttpState>, body: axum::body::Bytes) -> Re
         Ok(Err(e)) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+/// `POST /api/v1/flush[?table=T]`: flush the table's (every table's)
+/// memstores to HFiles; answers `{"hfiles": N}` once they are durable.
+async fn flush(State(s): State<HttpState>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let table = q.get("table").cloned();
+    let done = tokio::task::spawn_blocking(move || s.store.flush_tables(table.as_deref())).await;
+    match done {
+        Ok(Ok(n)) => Json(serde_json::json!({ "hfiles": n })).into_response(),
+        Ok(Err(e @ Error::UnknownTable(_))) => json_error(StatusCode::NOT_FOUND, e.to_string()),
+        Ok(Err(e)) => store_failure(&e),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// A store error that is not the request's fault: `503` with
+/// `Retry-After` when the store is busy or its write path has stopped
+/// (a full disk, a failed fsync: `/health` says which), `500` otherwise.
+fn store_failure(e: &Error) -> Response {
+    let (status, retry_s) = match e {
+        Error::Busy { retry_after_ms } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            retry_after_ms.div_ceil(1000).max(1),
+        ),
+        Error::Poisoned { .. } | Error::Closed => (StatusCode::SERVICE_UNAVAILABLE, 30),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, 0),
+    };
+    let mut r = json_error(status, e.to_string());
+    if retry_s > 0 {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(retry_s));
+    }
+    r
 }
 
 type Labels = Vec<(String, String)>;

@@ -7,6 +7,7 @@
 //! fails the whole request with its line number.
 
 use super::lineparse::{Line, Val};
+use crate::engine::devices::{check_device_text, tag_conflict};
 use crate::error::Result;
 use crate::ingest::proto::{TS_MAX, TS_MIN};
 use crate::schema::batch::push_row;
@@ -21,26 +22,54 @@ pub enum Precision {
     Us,
     Ms,
     S,
+    /// Minutes and hours: InfluxDB 1.x's `m` and `h`.
+    M,
+    H,
 }
 
 impl Precision {
-    /// `ns`/`n`, `us`/`u`, `ms`, `s` (v1 and v2 spellings); default ns.
+    /// `ns`/`n`, `us`/`u`, `ms`, `s`, and 1.x's `m` and `h`; default ns.
     pub fn parse(s: Option<&str>) -> std::result::Result<Self, String> {
         Ok(match s.unwrap_or("ns") {
             "ns" | "n" => Precision::Ns,
             "us" | "u" => Precision::Us,
             "ms" => Precision::Ms,
             "s" => Precision::S,
-            other => return Err(format!("precision {other:?} (expected ns, us, ms or s)")),
+            "m" => Precision::M,
+            "h" => Precision::H,
+            other => {
+                return Err(format!(
+                    "precision {other:?} (expected ns, us, ms, s, m or h)"
+                ))
+            }
         })
     }
-    fn to_ms(self, t: i64) -> Option<i64> {
-        match self {
-            Precision::Ns => Some(t.div_euclid(1_000_000)),
-            Precision::Us => Some(t.div_euclid(1_000)),
-            Precision::Ms => Some(t),
-            Precision::S => t.checked_mul(1000),
+
+    /// `t` in milliseconds. A timestamp finer than a millisecond is
+    /// refused: the store keeps milliseconds, and flooring would merge
+    /// points that differ below one into one row, silently.
+    fn to_ms(self, t: i64) -> std::result::Result<i64, String> {
+        let per_ms = match self {
+            Precision::Ns => 1_000_000,
+            Precision::Us => 1_000,
+            _ => 1,
+        };
+        if t % per_ms != 0 {
+            return Err(format!(
+                "timestamp {t} ({self:?}) is not a whole millisecond: telestore stores \
+                 milliseconds, and two points within one would become one row \
+                 (send whole milliseconds, or precision=ms)"
+            ));
         }
+        let mul = match self {
+            Precision::S => 1_000,
+            Precision::M => 60_000,
+            Precision::H => 3_600_000,
+            _ => 1,
+        };
+        (t / per_ms)
+            .checked_mul(mul)
+            .ok_or_else(|| format!("timestamp {t} overflows at precision {self:?}"))
     }
 }
 
@@ -95,7 +124,8 @@ pub fn prepare(
             schemas.insert(table.to_string(), s);
         }
         let schema = &schemas[table];
-        let dev = device_of(&parsed, device_tag, &mut device_ix, &mut p.devices).map_err(err)?;
+        let dev =
+            device_of(store, &parsed, device_tag, &mut device_ix, &mut p.devices).map_err(err)?;
         // Clients send every field in schema order: then the names are
         // the schema's, none foreign or repeated. Otherwise look each up.
         let in_order = parsed.fields.len() == schema.fields.len()
@@ -119,11 +149,7 @@ pub fn prepare(
                 .map_err(|m| err(format!("field {:?}: {m}", f.name)))?;
         }
         let ts = match parsed.timestamp {
-            Some(t) => precision.to_ms(t).ok_or_else(|| {
-                err(format!(
-                    "timestamp {t} overflows at precision {precision:?}"
-                ))
-            })?,
+            Some(t) => precision.to_ms(t).map_err(err)?,
             None => now_ms,
         };
         if !(TS_MIN..=TS_MAX).contains(&ts) {
@@ -161,9 +187,12 @@ fn field_value<'l>(line: &'l Line<'_>, name: &str) -> Option<&'l Val<'l>> {
     line.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)
 }
 
-/// The device a line names (its index in `devices`), allocating only for
-/// a device first seen in this request or whose tags changed.
+/// The device a line names (its index in `devices`). A device's tags
+/// are fixed at its first write: a line giving other tags than the
+/// registry (or an earlier line of the request) holds is refused; a line
+/// without tags takes the device as registered.
 fn device_of(
+    store: &Store,
     parsed: &Line<'_>,
     device_tag: &str,
     index: &mut HashMap<String, usize>,
@@ -177,10 +206,12 @@ fn device_of(
         .ok_or_else(|| format!("no {device_tag:?} tag naming the device"))?;
     let others = || tag_set.iter().filter(|(k, _)| k != device_tag);
     if let Some(&i) = index.get(name) {
-        let same = devices[i].1.len() == others().count()
-            && others()
-                .zip(&devices[i].1)
-                .all(|((k, v), (k2, v2))| k == k2 && v == v2);
+        let known = &devices[i].1;
+        let same = others().count() == 0
+            || (known.len() == others().count()
+                && others()
+                    .zip(known)
+                    .all(|((k, v), (k2, v2))| k == k2 && v == v2));
         if same {
             return Ok(i);
         }
@@ -189,11 +220,24 @@ fn device_of(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     check_device_text(name, &tags)?;
-    Ok(match index.get(name) {
-        Some(&i) => {
-            devices[i].1 = tags;
-            i
+    let known = match index.get(name) {
+        Some(&i) => Some(devices[i].1.clone()),
+        None => store
+            .device_id(name)
+            .and_then(|id| store.device(id))
+            .map(|d| d.tags),
+    };
+    let tags = match known {
+        Some(k) => {
+            if let Some(m) = tag_conflict(name, &k, &tags) {
+                return Err(m);
+            }
+            k
         }
+        None => tags,
+    };
+    Ok(match index.get(name) {
+        Some(&i) => i,
         None => {
             index.insert(name.to_string(), devices.len());
             devices.push((name.to_string(), tags));
@@ -202,48 +246,62 @@ fn device_of(
     })
 }
 
-/// The registry's limits, checked per line (so the line is named).
-fn check_device_text(name: &str, tags: &[(String, String)]) -> std::result::Result<(), String> {
-    use crate::manifest::record::{DEVICE_TAGS_MAX, DEVICE_TEXT_MAX};
-    let ok = |t: &str| !t.is_empty() && t.len() <= DEVICE_TEXT_MAX;
-    if !ok(name) {
-        return Err(format!(
-            "device name of {} bytes (1..={DEVICE_TEXT_MAX})",
-            name.len()
-        ));
-    }
-    if tags.len() > DEVICE_TAGS_MAX {
-        return Err(format!("{} tags (at most {DEVICE_TAGS_MAX})", tags.len()));
-    }
-    for (i, (k, v)) in tags.iter().enumerate() {
-        if !ok(k) || !ok(v) {
-            return Err(format!(
-                "tag {k:?}: keys and values must be 1..={DEVICE_TEXT_MAX} bytes"
-            ));
-        }
-        if tags[..i].iter().any(|(k2, _)| k2 == k) {
-            return Err(format!("tag {k:?} given twice"));
-        }
-    }
-    Ok(())
-}
-
 fn clip(s: &str) -> String {
     s.chars().take(120).collect()
 }
 
+/// Integers into float fields are taken when the float holds them
+/// exactly; floats must be finite (`1e999` parses as infinity), and an
+/// `f32` field takes the nearest `f32` of a value within its range.
+/// Anything else is refused, never rounded or clamped silently.
 fn encode_field(ty: FieldType, v: &Val<'_>, out: &mut Vec<u8>) -> std::result::Result<(), String> {
     let bad = || format!("{v} does not fit type {}", ty.name());
+    // Through i128/u128 the round trip cannot saturate: 2^63 as a float
+    // is not taken for i64::MAX.
+    let exact = |same: bool| match same {
+        true => Ok(()),
+        false => Err(format!("{v} is not exactly representable as {}", ty.name())),
+    };
     match (ty, v) {
+        (FieldType::F64 | FieldType::F32, Val::F64(x)) if !x.is_finite() => {
+            return Err(format!("{v} is not a finite number"))
+        }
         (FieldType::F64, Val::F64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::F64, Val::I64(x)) => out.extend_from_slice(&(*x as f64).to_le_bytes()),
-        (FieldType::F64, Val::U64(x)) => out.extend_from_slice(&(*x as f64).to_le_bytes()),
-        (FieldType::F32, Val::F64(x)) => out.extend_from_slice(&(*x as f32).to_le_bytes()),
+        (FieldType::F64, Val::I64(x)) => {
+            let f = *x as f64;
+            exact(f as i128 == i128::from(*x))?;
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        (FieldType::F64, Val::U64(x)) => {
+            let f = *x as f64;
+            exact(f as u128 == u128::from(*x))?;
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        (FieldType::F32, Val::F64(x)) => {
+            let f = *x as f32;
+            if !f.is_finite() {
+                return Err(format!("{v} is outside the range of f32"));
+            }
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        (FieldType::F32, Val::I64(x)) => {
+            let f = *x as f32;
+            exact(f as i128 == i128::from(*x))?;
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        (FieldType::F32, Val::U64(x)) => {
+            let f = *x as f32;
+            exact(f as u128 == u128::from(*x))?;
+            out.extend_from_slice(&f.to_le_bytes())
+        }
         (FieldType::I64, Val::I64(x)) => out.extend_from_slice(&x.to_le_bytes()),
         (FieldType::I64, Val::U64(x)) => {
             out.extend_from_slice(&i64::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
         (FieldType::I32, Val::I64(x)) => {
+            out.extend_from_slice(&i32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
+        }
+        (FieldType::I32, Val::U64(x)) => {
             out.extend_from_slice(&i32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
         }
         (FieldType::U64, Val::U64(x)) => out.extend_from_slice(&x.to_le_bytes()),
@@ -283,4 +341,67 @@ pub fn apply(store: &Store, p: Prepared, durability: Durability) -> Result<usize
         n += devs.len();
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(ty: FieldType, v: Val<'_>) -> std::result::Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        encode_field(ty, &v, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn conversions_are_exact_or_refused() {
+        assert!(enc(FieldType::F64, Val::F64(f64::INFINITY)).is_err());
+        assert!(enc(FieldType::F32, Val::F64(f64::NAN)).is_err());
+        assert!(
+            enc(FieldType::F32, Val::F64(1e300)).is_err(),
+            "f32 overflow"
+        );
+        assert_eq!(
+            enc(FieldType::F32, Val::F64(0.1)).unwrap(),
+            0.1f32.to_le_bytes()
+        );
+        let two53 = 1i64 << 53;
+        assert_eq!(
+            enc(FieldType::F64, Val::I64(two53)).unwrap(),
+            (two53 as f64).to_le_bytes()
+        );
+        assert!(enc(FieldType::F64, Val::I64(two53 + 1)).is_err());
+        assert!(enc(FieldType::F64, Val::I64(i64::MAX)).is_err());
+        assert!(enc(FieldType::F64, Val::U64(u64::MAX)).is_err());
+        assert!(
+            enc(FieldType::F64, Val::I64(i64::MIN)).is_ok(),
+            "-2^63 is exact"
+        );
+        assert_eq!(
+            enc(FieldType::F32, Val::I64(7)).unwrap(),
+            7f32.to_le_bytes()
+        );
+        assert_eq!(
+            enc(FieldType::F32, Val::U64(1 << 30)).unwrap(),
+            ((1u64 << 30) as f32).to_le_bytes()
+        );
+        assert!(enc(FieldType::F32, Val::I64((1 << 24) + 1)).is_err());
+        assert_eq!(
+            enc(FieldType::I32, Val::U64(5)).unwrap(),
+            5i32.to_le_bytes()
+        );
+    }
+
+    #[test]
+    fn sub_millisecond_timestamps_are_refused_not_floored() {
+        assert_eq!(
+            Precision::Ns.to_ms(1_700_000_000_000_000_000),
+            Ok(1_700_000_000_000)
+        );
+        assert!(Precision::Ns.to_ms(1_700_000_000_000_000_001).is_err());
+        assert!(Precision::Us.to_ms(1_700_000_000_000_001).is_err());
+        assert_eq!(Precision::Us.to_ms(-1_000), Ok(-1));
+        assert_eq!(Precision::M.to_ms(2), Ok(120_000));
+        assert_eq!(Precision::H.to_ms(1), Ok(3_600_000));
+        assert!(Precision::H.to_ms(i64::MAX).is_err());
+    }
 }

@@ -7,10 +7,12 @@
 //! (backpressure by not reading). A rejected frame gets an error response
 //! and nothing of it is applied; only lost framing closes the connection.
 
+use super::auth::{Access, HttpAuth, Tokens};
 use super::proto::{ErrorCode, FrameHeader, Handshake, Response, WireError, FRAME_HEADER_LEN};
 use crate::engine::Durability;
 use crate::error::Error;
 use crate::Store;
+use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -23,8 +25,11 @@ use tokio::task::JoinHandle;
 /// Server settings.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Required handshake token; `None` accepts any.
-    pub token: Option<String>,
+    /// Tokens a client must present (none configured: any client); the
+    /// binary protocol writes, so it needs a read-write token.
+    pub tokens: Tokens,
+    /// Serve `/metrics` without a token.
+    pub metrics_public: bool,
     /// Payload bytes a connection may have in flight (read, not yet acked).
     pub max_inflight_bytes: usize,
     /// How long a client may take to send its handshake.
@@ -40,7 +45,8 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            token: None,
+            tokens: Tokens::default(),
+            metrics_public: true,
             max_inflight_bytes: 32 << 20,
             handshake_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
@@ -183,7 +189,7 @@ async fn connection(
             return reject_and_close(&mut wr, &stats, e).await;
         }
     };
-    if cfg.token.as_ref().is_some_and(|t| *t != hs.token) {
+    if !cfg.tokens.allows(hs.token.as_bytes(), Access::Write) {
         let e = WireError::fatal(ErrorCode::AuthFailed, "wrong or missing token");
         return reject_and_close(&mut wr, &stats, e).await;
     }
@@ -439,6 +445,10 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                 store: store.clone(),
                 stats: stats.clone(),
                 device_tag: Arc::from(cfg.device_tag.as_str()),
+                auth: Arc::new(HttpAuth {
+                    tokens: cfg.tokens.clone(),
+                    metrics_public: cfg.metrics_public,
+                }),
             };
             let mut stop_http = rx.clone();
             let app = super::http::router(state);
@@ -446,6 +456,14 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                 let done = async move {
                     let _ = stop_http.changed().await;
                 };
+                // Without TCP_NODELAY a response written in two pieces
+                // waits for the client's delayed ACK (~40 ms) on a
+                // kept-alive connection.
+                let l = l.tap_io(|tcp| {
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
+                    }
+                });
                 if let Err(e) = axum::serve(l, app).with_graceful_shutdown(done).await {
                     tracing::error!("http server failed: {e}");
                 }

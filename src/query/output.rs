@@ -5,6 +5,7 @@
 
 use super::time::format_ms;
 use crate::error::{Error, Result};
+use crate::util::text::escape_control;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Float32Type, Float64Type, Int32Type, Int64Type, TimestampMillisecondType, UInt32Type,
@@ -67,11 +68,27 @@ impl Cell {
             Cell::Null => Value::Null,
             Cell::Text(s) => Value::String(s),
             Cell::Bool(b) => Value::Bool(b),
-            // Numbers were rendered by Rust's shortest round-trip form,
-            // which JSON parses back exactly; NaN/inf become null.
-            Cell::Num(s) => serde_json::from_str(&s).unwrap_or(Value::Null),
+            // Numbers were rendered by Rust's shortest round-trip form;
+            // they are parsed back by Rust's exact parser (serde_json's
+            // own float parser is not exact without `float_roundtrip`:
+            // 90.33333333333333 came back as 90.33333333333331) and
+            // written by serde_json's shortest round-trip form.
+            Cell::Num(s) => num_json(&s),
         }
     }
+}
+
+fn num_json(s: &str) -> serde_json::Value {
+    if let Ok(i) = s.parse::<i64>() {
+        return i.into();
+    }
+    if let Ok(u) = s.parse::<u64>() {
+        return u.into();
+    }
+    s.parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(serde_json::Value::Null, serde_json::Value::Number)
 }
 
 fn float(v: f64) -> Cell {
@@ -88,7 +105,15 @@ fn cell(col: &ArrayRef, i: usize) -> Cell {
     }
     match col.data_type() {
         DataType::Float64 => float(col.as_primitive::<Float64Type>().value(i)),
-        DataType::Float32 => float(col.as_primitive::<Float32Type>().value(i).into()),
+        DataType::Float32 => {
+            // The f32's own shortest form: it parses back to the same f32.
+            let v = col.as_primitive::<Float32Type>().value(i);
+            if v.is_finite() {
+                Cell::Num(format!("{v:?}"))
+            } else {
+                Cell::Text(v.to_string())
+            }
+        }
         DataType::Int64 => Cell::Num(col.as_primitive::<Int64Type>().value(i).to_string()),
         DataType::Int32 => Cell::Num(col.as_primitive::<Int32Type>().value(i).to_string()),
         DataType::UInt64 => Cell::Num(col.as_primitive::<UInt64Type>().value(i).to_string()),
@@ -239,8 +264,15 @@ fn write_table<W: Write>(
     started: &mut bool,
     b: &RecordBatch,
 ) -> Result<()> {
+    // Text is escaped for the terminal: a device name cannot carry
+    // control characters in (the registry refuses them), but a store
+    // written before that rule may hold some.
+    let shown = |c: Cell| match c {
+        Cell::Text(t) => Cell::Text(escape_control(&t).into_owned()),
+        other => other,
+    };
     let rows: Vec<Vec<Cell>> = (0..b.num_rows())
-        .map(|i| b.columns().iter().map(|c| cell(c, i)).collect())
+        .map(|i| b.columns().iter().map(|c| shown(cell(c, i))).collect())
         .collect();
     for r in &rows {
         for (wd, c) in widths.iter_mut().zip(r) {

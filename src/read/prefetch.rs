@@ -6,39 +6,64 @@
 
 use crate::hfile::HFileReader;
 use crossbeam_channel::{bounded, Sender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// Blocks requested ahead of the one a scan is reading.
 pub const PREFETCH_BLOCKS_AHEAD: usize = 8;
 /// Requests queued at most.
 const QUEUE_REQUESTS_MAX: usize = 256;
 
-/// Handle to the read-ahead workers; they stop when it is dropped.
+/// One block to load: the file and the block's index.
+type Request = (Arc<HFileReader>, usize);
+
+/// Handle to the read-ahead workers; [`Prefetcher::stop`] ends and joins
+/// them (the store does so when it closes, so no worker still holds one
+/// of its files after `close`).
 pub struct Prefetcher {
-    tx: Sender<(Arc<HFileReader>, usize)>,
+    tx: Mutex<Option<Sender<Request>>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Prefetcher {
     /// Start `workers` threads (at least one).
     pub fn start(workers: usize) -> std::io::Result<Self> {
-        let (tx, rx) = bounded::<(Arc<HFileReader>, usize)>(QUEUE_REQUESTS_MAX);
+        let (tx, rx) = bounded::<Request>(QUEUE_REQUESTS_MAX);
+        let mut handles = Vec::new();
         for i in 0..workers.max(1) {
             let rx = rx.clone();
-            std::thread::Builder::new()
+            let h = std::thread::Builder::new()
                 .name(format!("telestore-readahead-{i}"))
                 .spawn(move || {
                     while let Ok((file, block)) = rx.recv() {
                         let _ = file.block(block);
                     }
                 })?;
+            handles.push(h);
         }
-        Ok(Prefetcher { tx })
+        Ok(Prefetcher {
+            tx: Mutex::new(Some(tx)),
+            workers: Mutex::new(handles),
+        })
+    }
+
+    /// Stop taking requests, let the workers finish what is queued (at
+    /// most [`QUEUE_REQUESTS_MAX`] block loads) and wait for them.
+    pub fn stop(&self) {
+        drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let handles = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
     }
 
     /// Ask for `block` of `file` to be loaded into the cache.
     pub fn request(&self, file: &Arc<HFileReader>, block: usize) {
-        match self.tx.try_send((file.clone(), block)) {
-            Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = tx.as_ref() {
+            match tx.try_send((file.clone(), block)) {
+                Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
+            }
         }
     }
 }

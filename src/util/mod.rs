@@ -1,1 +1,2 @@
 pub mod bin;
+pub mod text;

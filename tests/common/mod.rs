@@ -101,3 +101,69 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// An HTTP answer as the tests read it.
+pub struct HttpAnswer {
+    pub status: u16,
+    /// Header lines, as sent (`Name: value`).
+    pub head: String,
+    pub body: String,
+}
+
+impl HttpAnswer {
+    /// The value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// One HTTP/1.1 request on a new connection (`Connection: close`);
+/// `headers` are extra header lines, each ending in CRLF. A chunked body
+/// is returned with its chunk sizes (tests look for what it contains).
+pub fn http_request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &[u8],
+) -> HttpAnswer {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status = resp[9..12].parse().unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    HttpAnswer {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// The HTTP address a spawned `telestore serve` (with `RUST_LOG=info` and
+/// stderr piped) logs; the rest of its stderr is drained in the background.
+pub fn logged_http_addr(child: &mut std::process::Child) -> std::net::SocketAddr {
+    use std::io::BufRead;
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "daemon exited");
+        if !line.contains("http (") {
+            continue;
+        }
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap().parse().unwrap();
+            std::thread::spawn(move || for _ in err.lines() {});
+            return addr;
+        }
+    }
+}
