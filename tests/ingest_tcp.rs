@@ -357,7 +357,7 @@ fn serve_reads_its_config_file_and_sigterm_stops_it_cleanly() {
     std::fs::write(
         &cfg,
         format!(
-            "dir = {:?}\nlisten = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\ntoken = \"tok\"\nbackground_nice = 5\nwal_syncs_in_flight = 3\ndirect_hfile_writes = false\n",
+            "dir = {:?}\nlisten = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\ntoken = \"tok\"\nbackground_nice = 5\nwal_syncs_in_flight = 3\ndirect_hfile_writes = false\nflush_threshold_mib = 8\nmemstore_global_mib = 256\n",
             dir.path()
         ),
     )
@@ -398,6 +398,10 @@ fn serve_reads_its_config_file_and_sigterm_stops_it_cleanly() {
     for b in 0..10u64 {
         assert_eq!(count(&store, b), 3);
     }
+    // The clean stop flushed: everything is in HFiles, nothing replayed.
+    let st = store.stats();
+    assert!(st.hfiles > 0, "{st:?}");
+    assert_eq!(st.memstore_bytes, 0, "the WAL was replayed: {st:?}");
 }
 
 /// The binary-protocol address a spawned daemon logs, and its stderr.

@@ -4,6 +4,8 @@
 //! exec, which made an open right after a close fail with `Locked` under
 //! load), and a store can be opened again at once.
 
+mod common;
+
 use telestore::{Options, Store};
 
 #[test]
@@ -42,4 +44,64 @@ fn reopening_in_a_loop_never_finds_the_lock_taken() {
         let s = Store::open(dir.path(), Options::default()).unwrap();
         s.close().unwrap();
     }
+}
+
+fn unflushed_store(dir: &std::path::Path) {
+    let s = Store::open(dir, Options::default()).unwrap();
+    s.create_table(common::small_schema("t", Default::default()))
+        .unwrap();
+    for b in 0..20u64 {
+        let rows: Vec<(u64, i64, u64)> = (0..50)
+            .map(|i| (b, 1_700_000_000_000 + i, i as u64))
+            .collect();
+        s.write("t", &common::small_rows(&rows), telestore::Durability::Sync)
+            .unwrap();
+    }
+    s.close().unwrap();
+}
+
+fn telestore(args: &[&str], dir: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// `telestore flush` moves what the WAL holds into HFiles: the next open
+/// replays nothing.
+#[test]
+fn flush_command_empties_the_memstores_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    unflushed_store(dir.path());
+    let out = telestore(&["flush", "--table", "t"], dir.path());
+    let s = Store::open(dir.path(), Options::default()).unwrap();
+    let st = s.stats();
+    assert!(st.hfiles > 0 && st.memstore_bytes == 0, "{st:?}");
+    assert!(
+        out.contains(&format!("flushed {} HFiles", st.hfiles)),
+        "{out}"
+    );
+    assert_eq!(common::row_count(&s, "t"), 1000);
+}
+
+/// A major compaction of a store whose rows are all in the WAL flushes
+/// first, instead of reporting "0 compactions".
+#[test]
+fn major_compaction_flushes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    unflushed_store(dir.path());
+    let out = telestore(&["compact", "--table", "t", "--major"], dir.path());
+    assert!(!out.starts_with("0 compactions"), "{out}");
+    let s = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(s.stats().memstore_bytes, 0);
+    assert_eq!(common::row_count(&s, "t"), 1000);
 }

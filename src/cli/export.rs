@@ -50,6 +50,10 @@ pub struct ExportArgs {
     /// the data directory.
     #[arg(long, env = "TELESTORE_SERVER")]
     server: Option<String>,
+    /// Token for --server, when the daemon requires one (a read-only
+    /// token is enough).
+    #[arg(long, env = "TELESTORE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Data directory (embedded mode).
     #[arg(long, default_value = super::DEFAULT_DIR, env = "TELESTORE_DIR")]
     dir: PathBuf,
@@ -125,7 +129,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
         })
     };
     let res = match &a.server {
-        Some(url) => fetch(url, "export", &p, make),
+        Some(url) => fetch(url, a.token.as_deref(), "export", &p, make),
         None => {
             let opts = Options {
                 block_cache_bytes: EXPORT_BLOCK_CACHE_BYTES,

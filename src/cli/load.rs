@@ -82,7 +82,8 @@ fn ensure_table(a: &LoadArgs) {
         .collect();
     let spec = serde_json::json!({ "name": a.table, "fields": fields });
     let url = format!("{}/api/v1/tables", a.http.trim_end_matches('/'));
-    let req = ureq::post(&url).set("Content-Type", "application/json");
+    let req =
+        super::with_token(ureq::post(&url), Some(&a.token)).set("Content-Type", "application/json");
     match req.send_string(&spec.to_string()) {
         Ok(r) if r.status() == 201 => println!("created table {} over {}", a.table, a.http),
         Ok(_) => {}
@@ -412,6 +413,7 @@ const FLEETS: [&str; 4] = ["East", "West", "North", "South"];
 /// Line-protocol batches over HTTP (one request at a time per connection).
 struct HttpSink {
     agent: ureq::Agent,
+    token: String,
     url: String,
     text: String,
 }
@@ -420,6 +422,7 @@ impl HttpSink {
     fn new(a: &LoadArgs, d: Durability) -> Self {
         HttpSink {
             agent: ureq::AgentBuilder::new().build(),
+            token: a.token.clone(),
             url: format!(
                 "{}/api/v2/write?bucket=telemetry&precision=ms&durability={}",
                 a.http.trim_end_matches('/'),
@@ -449,7 +452,8 @@ impl HttpSink {
         let n = (rows.len() / 72) as u64;
         loop {
             let t0 = Instant::now();
-            let req = self.agent.post(&self.url).set("Content-Type", "text/plain");
+            let req = super::with_token(self.agent.post(&self.url), Some(&self.token))
+                .set("Content-Type", "text/plain");
             match req.send_string(&self.text) {
                 Ok(_) => {
                     t.latency.record(t0.elapsed().as_micros() as u64)?;

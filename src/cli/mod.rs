@@ -7,6 +7,7 @@ mod compaction_sim;
 mod crash;
 mod devices;
 mod export;
+mod flush;
 mod keydesign;
 mod load;
 mod query;
@@ -57,8 +58,12 @@ pub enum Cmd {
     Load(load::LoadArgs),
     /// List the device registry (names, ids, tags), optionally by tag.
     Devices(devices::DevicesArgs),
-    /// Compact a table's regions now (minor by default, --major for all).
+    /// Compact a table's regions now (minor by default, --major for all,
+    /// which flushes the table's memstores first).
     Compact(compact::CompactArgs),
+    /// Flush memstores to HFiles now (embedded, or a daemon with --server),
+    /// so the WAL need not be replayed at the next open.
+    Flush(flush::FlushArgs),
     /// Read a table: latest, range, scan or agg (embedded, or --server).
     #[command(subcommand)]
     Query(query::QueryCmd),
@@ -67,6 +72,14 @@ pub enum Cmd {
     /// Test helpers (used by the crash tests).
     #[command(subcommand, hide = true)]
     Debug(crash::DebugCmd),
+}
+
+/// `req` with `Authorization: Token …` when a token is given.
+pub fn with_token(req: ureq::Request, token: Option<&str>) -> ureq::Request {
+    match token.filter(|t| !t.is_empty()) {
+        Some(t) => req.set("Authorization", &format!("Token {t}")),
+        None => req,
+    }
 }
 
 /// Data directory argument shared by subcommands.
@@ -88,6 +101,7 @@ pub fn run() -> i32 {
         Cmd::Table(t) => table::run(t),
         Cmd::Regions(r) => regions::run(r),
         Cmd::Compact(c) => compact::run(c),
+        Cmd::Flush(f) => flush::run(f),
         Cmd::Serve(s) => serve::run(s),
         Cmd::Load(l) => load::run(l),
         Cmd::Devices(d) => devices::run(d),

@@ -110,6 +110,10 @@ pub struct Common {
     /// instead of opening the data directory.
     #[arg(long, env = "TELESTORE_SERVER")]
     pub server: Option<String>,
+    /// Token for --server, when the daemon requires one (a read-only
+    /// token is enough).
+    #[arg(long, env = "TELESTORE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// Rows per Arrow record batch.
     #[arg(long)]
     pub batch_rows: Option<usize>,
@@ -231,7 +235,7 @@ pub fn run(cmd: QueryCmd) -> Result<()> {
         }
     };
     let res = match &common.server {
-        Some(url) => fetch(url, "query", &params, |schema| {
+        Some(url) => fetch(url, common.token.as_deref(), "query", &params, |schema| {
             Printer::new(common.format, schema, out)
         }),
         None => embedded(&common.dir, &params, |schema| {
@@ -316,12 +320,13 @@ pub fn embedded_with<S: BatchSink>(
 /// Run `params` on a daemon: `GET {server}/api/v1/{endpoint}` as Arrow.
 pub fn fetch<S: BatchSink>(
     server: &str,
+    token: Option<&str>,
     endpoint: &str,
     params: &Params,
     make: impl FnOnce(SchemaRef) -> telestore::Result<S>,
 ) -> Result<()> {
     let url = format!("{}/api/v1/{endpoint}", server.trim_end_matches('/'));
-    let mut req = ureq::get(&url).query("format", "arrow");
+    let mut req = super::with_token(ureq::get(&url), token).query("format", "arrow");
     let json = serde_json::to_value(params)?;
     for (k, v) in json.as_object().into_iter().flatten() {
         let v = match v {
