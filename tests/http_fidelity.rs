@@ -144,3 +144,34 @@ fn json_output_floats_parse_back_to_the_same_bits() {
     }
     run.stop();
 }
+
+/// A write path stopped by a failed WAL write (a full disk) answers 503
+/// with `Retry-After`, as the binary protocol says `unavailable` and
+/// `/health` says 503; not 500.
+#[test]
+fn a_stopped_write_path_answers_503_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let (opts, faults) = common::with_faults(Options::default());
+    let store = Arc::new(Store::open(dir.path(), opts).unwrap());
+    let cfg = ServerConfig {
+        http_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..ServerConfig::default()
+    };
+    let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let h = run.http_addr.unwrap();
+    let spec = r#"{"name":"m","fields":[{"name":"v","type":"f64"}]}"#;
+    assert_eq!(
+        http_request(h, "POST", "/api/v1/tables", "", spec.as_bytes()).status,
+        201
+    );
+    use std::sync::atomic::Ordering::SeqCst;
+    faults.fail_write_from.store(0, SeqCst);
+    faults.fail_sync_from.store(0, SeqCst);
+    for path in ["/api/v2/write?precision=ms", "/write?db=x&precision=ms"] {
+        let r = http_request(h, "POST", path, "", b"m,device=a v=1 1700000000000\n");
+        assert_eq!(r.status, 503, "{path}: {}", r.body);
+        assert!(r.header("Retry-After").is_some(), "{}", r.head);
+    }
+    assert_eq!(http_request(h, "GET", "/health", "", b"").status, 503);
+    run.stop();
+}

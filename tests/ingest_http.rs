@@ -83,10 +83,67 @@ fn health_tables_and_metrics() {
         "telestore_region_write_rows_per_second{table=\"t\",region=\"0\"}",
         "telestore_block_cache_hit_ratio",
         "# EOF",
+        "# TYPE telestore_region_flushes counter",
+        "telestore_region_flushes_total{table=\"t\",region=\"0\"} 0",
+        "# UNIT telestore_wal_sync_seconds seconds",
+        "# UNIT telestore_memstore_bytes bytes",
+        "telestore_ingest_bytes_total ",
     ] {
         assert!(m.contains(want), "metrics lack {want:?}:\n{m}");
     }
+    // Scrapers asking for the classic text format get it.
+    let accept = "Accept: text/plain;version=0.0.4\r\n";
+    let r = common::http_request(h, "GET", "/metrics", accept, b"");
+    assert!(r
+        .header("Content-Type")
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    let c = r.body;
+    assert!(!c.contains("# EOF") && !c.contains("# UNIT"), "{c}");
+    assert!(
+        c.contains("# TYPE telestore_ingest_rows_total counter\n"),
+        "{c}"
+    );
+    assert!(c.contains("telestore_ingest_rows_total 2\n"), "{c}");
+    parse_with_python(&m, "openmetrics");
+    parse_with_python(&c, "classic");
     run.stop();
+}
+
+/// Parse metrics text with the Python `prometheus_client` parsers (the
+/// OpenMetrics one is strict); skipped without `TELESTORE_PYTHON`.
+fn parse_with_python(text: &str, format: &str) {
+    let Ok(python) = std::env::var("TELESTORE_PYTHON") else {
+        eprintln!("skipped the Python metrics parser: TELESTORE_PYTHON is not set");
+        return;
+    };
+    let module = match format {
+        "openmetrics" => "prometheus_client.openmetrics.parser",
+        _ => "prometheus_client.parser",
+    };
+    let script = format!(
+        "import sys\nfrom {module} import text_string_to_metric_families as p\n\
+         fams = list(p(sys.stdin.read()))\nassert len(fams) > 10, len(fams)\nprint(len(fams))"
+    );
+    let mut child = std::process::Command::new(python)
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{format} parser refused the metrics: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn http_bytes(addr: SocketAddr, path: &str, extra_headers: &str, body: &[u8]) -> (u16, String) {

@@ -18,7 +18,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -378,8 +378,85 @@ fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
     r.register(name, help, g);
 }
 
-/// The metrics text: built from the store's and the server's counters at
-/// each scrape.
+/// A gauge in bytes: `name` gets the `_bytes` suffix and a `# UNIT` line.
+fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
+    let g: Gauge<f64, AtomicU64> = Gauge::default();
+    g.set(v);
+    r.register_with_unit(name, help, Unit::Bytes, g);
+}
+
+/// Per-region gauges and counters, labelled by table and region.
+fn region_metrics(r: &mut Registry, store: &Store) {
+    let gauges: [(&str, &str, Option<Unit>); 6] = [
+        (
+            "region_write_rows_per_second",
+            "Rows written per second over the hotspot window",
+            None,
+        ),
+        (
+            "region_read_rows_per_second",
+            "Rows read per second over the hotspot window",
+            None,
+        ),
+        (
+            "region_hot",
+            "1 while the hotspot detector flags the region",
+            None,
+        ),
+        ("region_hfiles", "HFiles of the region", None),
+        (
+            "region",
+            "Stored bytes of the region's data",
+            Some(Unit::Bytes),
+        ),
+        (
+            "region_write_amplification",
+            "(flushed + compacted bytes) / flushed bytes",
+            Some(Unit::Ratios),
+        ),
+    ];
+    let counters: [(&str, &str); 2] = [
+        ("region_flushes", "Flushes of the region since open"),
+        ("region_compactions", "Compactions of the region since open"),
+    ];
+    let gfams: Vec<Family<Labels, Gauge<f64, AtomicU64>>> =
+        gauges.iter().map(|_| Family::default()).collect();
+    let cfams: Vec<Family<Labels, Counter>> = counters.iter().map(|_| Family::default()).collect();
+    for t in store.table_names() {
+        for ri in store.regions(&t).unwrap_or_default() {
+            let l: Labels = vec![
+                ("table".into(), t.clone()),
+                ("region".into(), ri.id.to_string()),
+            ];
+            let vals = [
+                ri.write_rate,
+                ri.read_rate,
+                f64::from(u8::from(ri.hot)),
+                ri.files as f64,
+                ri.size_bytes as f64,
+                ri.write_amplification,
+            ];
+            for (f, v) in gfams.iter().zip(vals) {
+                f.get_or_create(&l).set(v);
+            }
+            for (f, v) in cfams.iter().zip([ri.flushes, ri.compactions]) {
+                f.get_or_create(&l).inc_by(v as u64);
+            }
+        }
+    }
+    for ((name, help, unit), f) in gauges.into_iter().zip(gfams) {
+        match unit {
+            Some(u) => r.register_with_unit(name, help, u, f),
+            None => r.register(name, help, f),
+        }
+    }
+    for ((name, help), f) in counters.into_iter().zip(cfams) {
+        r.register(name, help, f);
+    }
+}
+
+/// The metrics text (OpenMetrics 1.0): built from the store's and the
+/// server's counters at each scrape.
 pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     let mut r = Registry::with_prefix("telestore");
     let st = store.stats();
@@ -389,11 +466,13 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Rows acknowledged through the binary protocol",
         stats.rows.load(Relaxed),
     );
-    counter(
-        &mut r,
-        "ingest_bytes",
+    let c: Counter = Counter::default();
+    c.inc_by(stats.bytes.load(Relaxed));
+    r.register_with_unit(
+        "ingest",
         "Payload bytes accepted through the binary protocol",
-        stats.bytes.load(Relaxed),
+        Unit::Bytes,
+        c,
     );
     counter(
         &mut r,
@@ -401,9 +480,10 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Frames acknowledged",
         stats.frames.load(Relaxed),
     );
-    r.register(
-        "ingest_frame_seconds",
+    r.register_with_unit(
+        "ingest_frame",
         "Binary frames: payload read to ack written",
+        Unit::Seconds,
         stats.frame_seconds.clone(),
     );
     let http = [
@@ -451,16 +531,16 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Rejected handshakes and frames by reason",
         rejected,
     );
-    gauge(
+    gauge_bytes(
         &mut r,
-        "memstore_bytes",
+        "memstore",
         "Bytes in memstores",
         st.memstore_bytes as f64,
     );
     gauge(&mut r, "hfiles", "Live HFiles", st.hfiles as f64);
-    gauge(
+    gauge_bytes(
         &mut r,
-        "hfile_bytes",
+        "hfile",
         "Bytes in live HFiles",
         st.hfile_bytes as f64,
     );
@@ -507,70 +587,24 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         ratio,
     );
     let m = store.metrics();
-    r.register(
-        "wal_sync_seconds",
-        "WAL write + fdatasync latency",
-        m.wal_sync_seconds,
-    );
-    r.register(
-        "write_seconds",
-        "Put latency in the engine: commit queue, WAL write and sync, memstore insert",
-        m.write_seconds,
-    );
-    r.register("flush_seconds", "Memstore flush duration", m.flush_seconds);
-    r.register(
-        "compaction_seconds",
-        "Compaction duration",
-        m.compaction_seconds,
-    );
-    let families: [(&str, &str); 8] = [
+    let seconds = [
         (
-            "region_write_rows_per_second",
-            "Rows written per second over the hotspot window",
+            "wal_sync",
+            "WAL write + fdatasync latency",
+            m.wal_sync_seconds,
         ),
         (
-            "region_read_rows_per_second",
-            "Rows read per second over the hotspot window",
+            "write",
+            "Put latency in the engine: commit queue, WAL write and sync, memstore insert",
+            m.write_seconds,
         ),
-        (
-            "region_hot",
-            "1 while the hotspot detector flags the region",
-        ),
-        ("region_hfiles", "HFiles of the region"),
-        ("region_bytes", "Stored bytes of the region's data"),
-        ("region_flushes", "Flushes of the region since open"),
-        ("region_compactions", "Compactions of the region since open"),
-        (
-            "region_write_amplification",
-            "(flushed + compacted bytes) / flushed bytes",
-        ),
+        ("flush", "Memstore flush duration", m.flush_seconds),
+        ("compaction", "Compaction duration", m.compaction_seconds),
     ];
-    let fams: Vec<Family<Labels, Gauge<f64, AtomicU64>>> =
-        families.iter().map(|_| Family::default()).collect();
-    for t in store.table_names() {
-        for ri in store.regions(&t).unwrap_or_default() {
-            let l: Labels = vec![
-                ("table".into(), t.clone()),
-                ("region".into(), ri.id.to_string()),
-            ];
-            let vals = [
-                ri.write_rate,
-                ri.read_rate,
-                f64::from(u8::from(ri.hot)),
-                ri.files as f64,
-                ri.size_bytes as f64,
-                ri.flushes as f64,
-                ri.compactions as f64,
-                ri.write_amplification,
-            ];
-            for (f, v) in fams.iter().zip(vals) {
-                f.get_or_create(&l).set(v);
-            }
-        }
+    for (name, help, h) in seconds {
+        r.register_with_unit(name, help, Unit::Seconds, h);
     }
-    for ((name, help), f) in families.iter().zip(fams) {
-        r.register(*name, *help, f);
-    }
+    region_metrics(&mut r, store);
     let mut out = String::new();
     if encode(&mut out, &r).is_err() {
         out.clear();
@@ -578,16 +612,56 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     out
 }
 
-async fn metrics(State(s): State<HttpState>) -> Response {
+/// `GET /metrics`: OpenMetrics, or the classic Prometheus text format
+/// (0.0.4) when the scraper asks for `text/plain` and not for
+/// OpenMetrics.
+async fn metrics(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let classic = accept.contains("text/plain") && !accept.contains("application/openmetrics-text");
     let text = tokio::task::spawn_blocking(move || render_metrics(&s.store, &s.stats))
         .await
         .unwrap_or_default();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+    if classic {
+        let ct = "text/plain; version=0.0.4; charset=utf-8";
+        return ([(header::CONTENT_TYPE, ct)], classic_text(&text)).into_response();
+    }
+    let ct = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(header::CONTENT_TYPE, ct)], text).into_response()
+}
+
+/// OpenMetrics text rewritten as the classic Prometheus format: no
+/// `# UNIT` and `# EOF` lines, and a counter's `# HELP`/`# TYPE` name the
+/// sample (`x_total`), not the family (`x`).
+pub fn classic_text(open_metrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = open_metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(open_metrics.len());
+    for line in open_metrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let suffix = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("{p}{name}{suffix} {tail}"));
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }

@@ -1,2 +1,3 @@
 pub mod bin;
+pub mod ratelimit;
 pub mod text;

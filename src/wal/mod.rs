@@ -12,8 +12,10 @@ pub use segment::SegmentInfo;
 
 use crate::error::{Error, Result};
 use crate::io::{Backend, BackendRef, IoFile, OpenMode};
+use crate::util::ratelimit::LogEvery;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Default segment size before rolling over.
 pub const SEGMENT_BYTES_DEFAULT: u64 = 64 << 20;
@@ -47,7 +49,14 @@ pub struct WalWriter {
     /// error of the segment to its own next fdatasync, so concurrent
     /// syncs cannot hide one another's failure.
     syncers: Vec<Arc<dyn IoFile>>,
+    /// After a failed preallocation (a full disk), none is tried again
+    /// before this instant, and the warning is rate-limited.
+    prealloc_retry_at: Option<Instant>,
+    prealloc_warn: LogEvery,
 }
+
+/// How long after a failed preallocation the next one is tried.
+const PREALLOC_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 impl WalWriter {
     /// Start a new segment numbered after `prior`'s; `prior` are the
@@ -80,6 +89,8 @@ impl WalWriter {
             next: None,
             active_preallocated: false,
             syncers,
+            prealloc_retry_at: None,
+            prealloc_warn: LogEvery::new(Duration::from_secs(60)),
         })
     }
 
@@ -106,7 +117,8 @@ impl WalWriter {
             self.active.note(*t, *s);
         }
         let start = (self.segment_bytes_max / 4).min(PREALLOC_START_BYTES);
-        if self.preallocate && self.next.is_none() && self.offset > start {
+        let backing_off = self.prealloc_retry_at.is_some_and(|t| Instant::now() < t);
+        if self.preallocate && self.next.is_none() && self.offset > start && !backing_off {
             self.next = Some(spawn_prealloc(
                 self.dir.join(segment::PREALLOC_NAME),
                 self.backend.clone(),
@@ -163,7 +175,15 @@ impl WalWriter {
         match joined {
             Ok(Ok(f)) => Some(f),
             Ok(Err(e)) => {
-                tracing::warn!("WAL preallocation failed ({e}); the next segment grows as written");
+                let now = Instant::now();
+                self.prealloc_retry_at = Some(now + PREALLOC_RETRY_AFTER);
+                if let Some(held) = self.prealloc_warn.check(now) {
+                    tracing::warn!(
+                        "WAL preallocation failed ({e}); the next segment grows as written \
+                         ({held} more failures since the last warning; retried every {} s)",
+                        PREALLOC_RETRY_AFTER.as_secs()
+                    );
+                }
                 let _ = self
                     .backend
                     .remove_file(&self.dir.join(segment::PREALLOC_NAME));
