@@ -440,7 +440,7 @@ fn region_metrics(r: &mut Registry, store: &Store) {
                 f.get_or_create(&l).set(v);
             }
             for (f, v) in cfams.iter().zip([ri.flushes, ri.compactions]) {
-                f.get_or_create(&l).inc_by(v as u64);
+                f.get_or_create(&l).inc_by(v);
             }
         }
     }
