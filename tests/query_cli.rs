@@ -463,3 +463,24 @@ fn http_query_and_export_endpoints() {
     }
     run.stop();
 }
+
+/// The `device` column is there whenever the registry holds names, so a
+/// query of one unnamed device has the schema of a whole-table scan.
+#[test]
+fn the_device_column_does_not_depend_on_the_devices_selected() {
+    let (dir, _m) = fixture();
+    let header = |args: &[&str]| {
+        let o = cli(dir.path(), args);
+        stdout(&o).lines().next().unwrap().to_string()
+    };
+    let raw = mixed::RAW_ID.to_string();
+    let one = header(&[
+        "query", "range", "--table", TABLE, "--device", &raw, "--from", "0s", "--to", "now",
+        "--format", "csv",
+    ]);
+    let all = header(&[
+        "query", "scan", "--table", TABLE, "--from", "0s", "--to", "now", "--format", "csv",
+    ]);
+    assert_eq!(one, all);
+    assert!(one.starts_with("device_id,device,"), "{one}");
+}

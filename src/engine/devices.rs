@@ -231,6 +231,11 @@ impl Store {
         self.shared.devices().id(name)
     }
 
+    /// How many devices the registry holds.
+    pub fn device_count(&self) -> usize {
+        self.shared.devices().entries.len()
+    }
+
     /// Name and tags of device `id`, when registered.
     pub fn device(&self, id: u64) -> Option<DeviceEntry> {
         self.shared.devices().entries.get(&id).cloned()

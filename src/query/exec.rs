@@ -37,9 +37,14 @@ pub struct RunStats {
 }
 
 /// The device dictionary for a result: the selected devices' names, or
-/// the whole registry when all devices are read; None when no selected
-/// device has a name.
+/// the whole registry when all devices are read. Present whenever the
+/// registry holds a name, so that a table's result schema does not depend
+/// on which devices a query selected (a selected device without a name
+/// gets a null); `None` only for a store with no registered device.
 fn device_dict(store: &Store, devices: &Devices) -> Option<DeviceDict> {
+    if store.device_count() == 0 {
+        return None;
+    }
     let names: Vec<(u64, String)> = match devices {
         Devices::All => store
             .devices(None)
@@ -51,7 +56,7 @@ fn device_dict(store: &Store, devices: &Devices) -> Option<DeviceDict> {
             .filter_map(|&id| store.device(id).map(|e| (id, e.name)))
             .collect(),
     };
-    (!names.is_empty()).then(|| DeviceDict::new(names))
+    Some(DeviceDict::new(names))
 }
 
 impl Prepared {
