@@ -56,6 +56,10 @@ pub enum Error {
     /// The data directory is locked by another process.
     #[error("data directory {dir} is locked by another process")]
     Locked { dir: PathBuf },
+    /// The store is open read-only (`Options::read_only`): `what` would
+    /// have changed it.
+    #[error("{what}: the store at {dir} is open read-only")]
+    ReadOnly { what: &'static str, dir: PathBuf },
     /// The store has been closed.
     #[error("store is closed")]
     Closed,

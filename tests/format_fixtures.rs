@@ -28,6 +28,7 @@ use telestore::region::{pre_split_starts, route};
 use telestore::schema::batch::push_row;
 use telestore::wal::frame::{self, Decoded, Entry, EntryKind};
 use telestore::wal::segment;
+use telestore::wal::Recovery;
 use telestore::{Compression, Field, FieldType, Options, Store, TableOptions, TableSchema};
 
 /// 2026-12-01T00:00:00Z in milliseconds since the Unix epoch.
@@ -600,7 +601,7 @@ fn wal_segment_is_accepted_by_the_crate() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join(SEGMENT_NAME), &b).unwrap();
     let mut seen = Vec::new();
-    let out = telestore::wal::replay(tmp.path(), &StdBackend, false, |e| {
+    let out = telestore::wal::replay(tmp.path(), &StdBackend, Recovery::Repair, |e| {
         seen.push((e.kind, e.first_seq, e.count));
         Ok(())
     })
@@ -628,7 +629,12 @@ fn replay_segments(
     for (no, b) in segments {
         std::fs::write(tmp.path().join(segment::file_name(*no)), b).unwrap();
     }
-    let r = telestore::wal::replay(tmp.path(), &StdBackend, salvage, |_| Ok(()));
+    let recovery = if salvage {
+        Recovery::Salvage
+    } else {
+        Recovery::Repair
+    };
+    let r = telestore::wal::replay(tmp.path(), &StdBackend, recovery, |_| Ok(()));
     let mut left: Left = std::fs::read_dir(tmp.path())
         .unwrap()
         .map(|e| {

@@ -1,10 +1,10 @@
 //! `telestore devices`: the device registry (names, ids, tags).
 
 use super::DirArg;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use telestore::util::text::escape_control;
-use telestore::{Options, Store};
+use telestore::Options;
 
 #[derive(Args, Debug)]
 pub struct DevicesArgs {
@@ -26,8 +26,7 @@ pub fn run(a: DevicesArgs) -> Result<()> {
         },
         None => None,
     };
-    let store = Store::open(&a.dir.dir, Options::default())
-        .with_context(|| format!("opening {}", a.dir.dir.display()))?;
+    let store = super::query::open_store(&a.dir.dir, Options::default())?;
     let list = store.devices(tag.as_ref().map(|(k, v)| (k.as_str(), v.as_str())));
     if a.json {
         for (id, d) in &list {

@@ -270,8 +270,14 @@ impl<W: Write> BatchSink for Printer<W> {
     }
 }
 
-/// Open the store for reading, with hints when that is not possible.
+/// Open the store read-only (it changes nothing: no torn tail cut, no
+/// WAL segment created; other readers may open it too), with hints when
+/// that is not possible.
 pub fn open_store(dir: &Path, opts: Options) -> Result<Store> {
+    let opts = Options {
+        read_only: true,
+        ..opts
+    };
     if !dir.exists() {
         return Err(UsageError(format!(
             "no data directory at {} (give --dir, or --server {DEFAULT_SERVER} for a daemon)",

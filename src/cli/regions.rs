@@ -78,7 +78,7 @@ pub fn run(cmd: RegionsCmd) -> Result<()> {
             let Some(table) = cmd.show.table else {
                 bail!("--table is required (tables: `telestore table list`)");
             };
-            let store = open(&cmd.show.dir)?;
+            let store = super::query::open_store(&cmd.show.dir.dir, Options::default())?;
             let regions = store.regions(&table)?;
             match cmd.show.format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&regions)?),

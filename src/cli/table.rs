@@ -77,7 +77,7 @@ pub fn run(cmd: TableCmd) -> Result<()> {
             Ok(())
         }
         TableCmd::List { dir } => {
-            let store = Store::open(&dir.dir, Options::default())?;
+            let store = super::query::open_store(&dir.dir, Options::default())?;
             for name in store.table_names() {
                 let s = store.schema(&name)?;
                 let fields: Vec<String> = s

@@ -466,6 +466,7 @@ impl Store {
     /// A major compaction flushes the table's memstores first, so that
     /// what it compacts is everything written before the call.
     pub fn compact(&self, table: &str, major: bool) -> Result<Vec<Outcome>> {
+        self.shared.check_writable("compact")?;
         self.shared.check_poisoned()?;
         let t = self.shared.table(table)?;
         if major {

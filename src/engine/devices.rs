@@ -144,6 +144,7 @@ impl Store {
         devices: &[(String, Vec<(String, String)>)],
     ) -> Result<Vec<u64>> {
         self.shared.check_poisoned()?;
+        let writable = self.shared.check_writable("register devices");
         // Fast path: every name known, with its tags or none.
         {
             let ix = self.shared.devices();
@@ -159,6 +160,7 @@ impl Store {
                 return Ok(ids);
             }
         }
+        writable?;
         // The manifest lock serializes registrations.
         let mut m = self.shared.manifest();
         let mut ix = self

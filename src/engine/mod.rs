@@ -22,6 +22,7 @@ mod regions;
 mod split;
 mod syncer;
 mod table;
+pub mod verify;
 mod visibility;
 
 pub use compact::Outcome as CompactionOutcome;
@@ -92,6 +93,16 @@ impl Shared {
     }
     pub(crate) fn next_file_id(&self) -> u64 {
         self.next_file_id.fetch_add(1, Ordering::SeqCst)
+    }
+    /// `Err(ReadOnly)` on a read-only store: `what` would change it.
+    pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly {
+                what,
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(())
     }
     pub(crate) fn check_poisoned(&self) -> Result<()> {
         match &*self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -340,6 +351,7 @@ impl Store {
     /// Create a table. Creating an existing table with the identical schema
     /// returns its id; a different schema is [`Error::SchemaConflict`].
     pub fn create_table(&self, schema: TableSchema) -> Result<u32> {
+        self.shared.check_writable("create table")?;
         schema.validate()?;
         let mut tables = self
             .shared
@@ -448,6 +460,7 @@ impl Store {
         rows: Vec<u8>,
         durability: Durability,
     ) -> Result<WriteAck> {
+        self.shared.check_writable("write")?;
         let t = self.shared.table(table)?;
         let n = Batch::new(&rows, t.schema.row_width())?.len() as u64;
         if rows.len() > crate::wal::frame::FRAME_PAYLOAD_MAX {
@@ -478,6 +491,7 @@ impl Store {
         points: &[(u64, i64)],
         durability: Durability,
     ) -> Result<WriteAck> {
+        self.shared.check_writable("write")?;
         let t = self.shared.table(table)?;
         let max = crate::wal::frame::FRAME_PAYLOAD_MAX / crate::wal::frame::POINT_DELETE_LEN;
         if points.is_empty() || points.len() > max {
@@ -504,6 +518,7 @@ impl Store {
         to: i64,
         durability: Durability,
     ) -> Result<WriteAck> {
+        self.shared.check_writable("write")?;
         let t = self.shared.table(table)?;
         if from > to {
             return Err(Error::invalid(
@@ -526,6 +541,9 @@ impl Store {
 
     /// fdatasync the WAL now (makes earlier `async` writes durable).
     pub fn sync(&self) -> Result<()> {
+        if self.shared.opts.read_only {
+            return Ok(());
+        }
         let (tx, rx) = bounded(1);
         self.commit_tx
             .send(Msg::Sync(tx))
@@ -543,6 +561,7 @@ impl Store {
     /// before the call is in an HFile on return, and the WAL segments that
     /// held only those writes can be retired. Returns the HFiles written.
     pub fn flush_tables(&self, table: Option<&str>) -> Result<usize> {
+        self.shared.check_writable("flush")?;
         self.shared.check_poisoned()?;
         let only = table.map(|n| self.shared.table(n)).transpose()?;
         let (tx, rx) = bounded(1);

@@ -24,10 +24,19 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     opts.validate()?;
-    for d in [dir.to_path_buf(), dir.join("wal"), dir.join("tables")] {
-        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+    let read_only = opts.read_only;
+    if read_only {
+        let m = dir.join(crate::manifest::MANIFEST_NAME);
+        if !m.exists() {
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no telestore store here");
+            return Err(Error::io(m, e));
+        }
+    } else {
+        for d in [dir.to_path_buf(), dir.join("wal"), dir.join("tables")] {
+            std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        }
     }
-    let lock = lock_dir(dir)?;
+    let lock = lock_dir(dir, read_only)?;
     let backend: BackendRef = match &opts.backend {
         Some(b) => b.clone(),
         None => io::select(match opts.io {
@@ -35,12 +44,16 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             None => IoChoice::from_env()?,
         })?,
     };
-    let manifest = Manifest::open(dir, backend.clone())?;
+    let manifest = if read_only {
+        Manifest::open_read_only(dir, backend.clone())?
+    } else {
+        Manifest::open(dir, backend.clone())?
+    };
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
     let mut tables = HashMap::new();
     let mut max_seq = 0u64;
     for (id, entry) in &manifest.state().tables {
-        let files = load_files(dir, *id, entry, &cache, &*backend)?;
+        let files = load_files(dir, *id, entry, &cache, &*backend, read_only)?;
         for f in files.values() {
             max_seq = max_seq.max(f.info().max_seq);
         }
@@ -75,7 +88,12 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         .collect();
     let wal_dir = dir.join("wal");
     let now = opts.clock.now_ms();
-    let outcome = wal::replay(&wal_dir, &*backend, opts.salvage_wal, |e| {
+    let recovery = match (read_only, opts.salvage_wal) {
+        (true, _) => wal::Recovery::ReadOnly,
+        (false, false) => wal::Recovery::Repair,
+        (false, true) => wal::Recovery::Salvage,
+    };
+    let outcome = wal::replay(&wal_dir, &*backend, recovery, |e| {
         // Keep each memstore within the threshold while replaying a long
         // WAL; the frozen ones are flushed as soon as the threads run.
         for r in replay_entry(&tables, e, now)? {
@@ -93,16 +111,21 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             0,
         )
     })?;
-    let mut writer = WalWriter::open(
-        &wal_dir,
-        backend.clone(),
-        outcome.segments,
-        outcome.last_segment,
-        opts.wal_segment_bytes,
-        opts.wal_preallocate,
-        opts.wal_syncs_in_flight,
-    )?;
-    writer.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
+    let writer = if read_only {
+        WalWriter::read_only(&wal_dir, backend.clone(), outcome.segments)
+    } else {
+        let mut w = WalWriter::open(
+            &wal_dir,
+            backend.clone(),
+            outcome.segments,
+            outcome.last_segment,
+            opts.wal_segment_bytes,
+            opts.wal_preallocate,
+            opts.wal_syncs_in_flight,
+        )?;
+        w.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
+        w
+    };
     let max_file_id = manifest.state().max_file_id;
     let device_index = super::devices::DeviceIndex::build(manifest.state().devices.iter());
     let (flush_tx, flush_rx) = unbounded();
@@ -140,6 +163,21 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         devices: RwLock::new(device_index),
         dir_lock: lock,
     });
+    if read_only {
+        // No writer, flusher, compactor or monitor: nothing may change
+        // the directory. Replayed edits stay in memstores for reads.
+        tracing::debug!(
+            "opened {} read-only ({} WAL entries replayed)",
+            dir.display(),
+            outcome.entries
+        );
+        return Ok(Store {
+            shared,
+            commit_tx,
+            monitor_tx: None,
+            threads: Vec::new(),
+        });
+    }
     // Memstores frozen during replay are flushed now (no writer can run
     // before `open` returns).
     for t in shared.tables_snapshot() {
@@ -248,15 +286,32 @@ fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
     }
 }
 
-fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+/// Lock the directory: exclusively to write, shared to read (several
+/// read-only opens at once, none while a writer has it). A read-only open
+/// of a store without a `LOCK` file (never opened to write here) creates
+/// none: it locks the manifest file instead (a later writer creates
+/// `LOCK` and does not see that lock: documented in `formats/manifest.md`).
+pub(crate) fn lock_dir(dir: &Path, shared: bool) -> Result<std::fs::File> {
     let p = dir.join("LOCK");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
-        .map_err(|e| Error::io(&p, e))?;
-    match f.try_lock() {
+    let mut o = std::fs::OpenOptions::new();
+    if shared {
+        o.read(true);
+    } else {
+        o.create(true).truncate(false).write(true);
+    }
+    let f = match o.open(&p) {
+        Err(e) if shared && e.kind() == std::io::ErrorKind::NotFound => {
+            let m = dir.join(crate::manifest::MANIFEST_NAME);
+            std::fs::File::open(&m).map_err(|e| Error::io(&m, e))?
+        }
+        other => other.map_err(|e| Error::io(&p, e))?,
+    };
+    let got = if shared {
+        f.try_lock_shared()
+    } else {
+        f.try_lock()
+    };
+    match got {
         Ok(()) => Ok(f),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
             dir: dir.to_path_buf(),
@@ -274,13 +329,21 @@ fn load_files(
     entry: &TableEntry,
     cache: &Arc<BlockCache>,
     backend: &dyn io::Backend,
+    read_only: bool,
 ) -> Result<HashMap<u64, Arc<HFileReader>>> {
     let tdir = dir.join("tables").join(id.to_string());
-    std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
     let all = entry.all_files();
     let live: HashSet<String> = all.keys().map(|f| file_name(*f)).collect();
     let mut removed = false;
-    for ent in std::fs::read_dir(&tdir).map_err(|e| Error::io(&tdir, e))? {
+    let listing = if read_only {
+        Vec::new()
+    } else {
+        std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
+        std::fs::read_dir(&tdir)
+            .map_err(|e| Error::io(&tdir, e))?
+            .collect()
+    };
+    for ent in listing {
         let ent = ent.map_err(|e| Error::io(&tdir, e))?;
         let name = ent.file_name().to_string_lossy().to_string();
         if !live.contains(&name) {

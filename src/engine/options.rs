@@ -120,6 +120,12 @@ pub struct Options {
     pub block_cache_bytes: u64,
     /// Cut the WAL at the first corrupt entry instead of failing to open.
     pub salvage_wal: bool,
+    /// Open without changing anything: a shared lock (several readers at
+    /// once, none while a writer holds the store), no torn tail cut, no
+    /// orphan removed, no WAL segment created, no background thread;
+    /// every write, flush, compaction or registration is refused with
+    /// [`Error::ReadOnly`]. What the WAL holds is replayed into memory.
+    pub read_only: bool,
     /// Source of "now" for TTL.
     pub clock: Arc<dyn Clock>,
 }
@@ -149,6 +155,7 @@ impl Default for Options {
             async_sync_interval_ms: 100,
             block_cache_bytes: 256 << 20,
             salvage_wal: false,
+            read_only: false,
             clock: Arc::new(SystemClock),
         }
     }
@@ -298,6 +305,7 @@ impl std::fmt::Debug for Options {
             .field("async_sync_interval_ms", &self.async_sync_interval_ms)
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("salvage_wal", &self.salvage_wal)
+            .field("read_only", &self.read_only)
             .finish()
     }
 }

@@ -160,6 +160,7 @@ impl Store {
     /// Split region `id` at `at` (the right half's first key), or at the
     /// automatic split point when `None`. Returns the daughters' ids.
     pub fn split_region(&self, table: &str, id: u32, at: Option<RowKey>) -> Result<(u32, u32)> {
+        self.shared.check_writable("split")?;
         self.shared.check_poisoned()?;
         let t = self.shared.table(table)?;
         let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -181,6 +182,7 @@ impl Store {
     /// Merge region `id` with the region after it (flushing both first).
     /// Returns the merged region's id.
     pub fn merge_regions(&self, table: &str, id: u32) -> Result<u32> {
+        self.shared.check_writable("merge")?;
         self.shared.check_poisoned()?;
         let t = self.shared.table(table)?;
         let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());

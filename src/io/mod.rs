@@ -83,6 +83,8 @@ pub enum OpenMode {
     CreateNewDirect,
     /// Open an existing file read + write.
     ReadWrite,
+    /// Open an existing file for reading only (a read-only store).
+    ReadOnly,
     /// Open a directory (only to fsync it).
     Directory,
 }

@@ -62,7 +62,7 @@ fn open_file(path: &Path, mode: OpenMode, direct_flag: bool) -> std::io::Result<
             o.read(true).write(true).create_new(true)
         }
         OpenMode::ReadWrite => o.read(true).write(true),
-        OpenMode::Directory => o.read(true),
+        OpenMode::ReadOnly | OpenMode::Directory => o.read(true),
     };
     if direct_flag {
         o.custom_flags(libc::O_DIRECT);

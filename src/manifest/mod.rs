@@ -394,7 +394,48 @@ impl Manifest {
             let state = State::default();
             write_snapshot(dir, &*backend, &state)?;
         }
-        let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let (state, pos, len) = Self::load(&path)?;
+        let file = backend.open(&path, OpenMode::ReadWrite)?;
+        if pos < len {
+            tracing::warn!("manifest: truncating {} torn bytes at {pos}", len - pos);
+            file.set_len(pos as u64)?;
+            file.sync_all()?;
+        }
+        Ok(Manifest {
+            dir: dir.to_path_buf(),
+            backend,
+            file,
+            offset: pos as u64,
+            state,
+            rewrite_bytes,
+            failed: None,
+        })
+    }
+
+    /// Open for reading only: replay the log, change nothing (a torn
+    /// last record is skipped, not cut off; a leftover temporary stays).
+    /// Every append is refused.
+    pub fn open_read_only(dir: &Path, backend: BackendRef) -> Result<Self> {
+        let path = dir.join(MANIFEST_NAME);
+        let (state, pos, _) = Self::load(&path)?;
+        let file = backend.open(&path, OpenMode::ReadOnly)?;
+        Ok(Manifest {
+            dir: dir.to_path_buf(),
+            backend,
+            file,
+            offset: pos as u64,
+            state,
+            rewrite_bytes: u64::MAX,
+            failed: Some(format!("{} is open read-only", dir.display())),
+        })
+    }
+
+    /// Replay the log at `path`, verifying every record's checksum: the
+    /// state, where the valid records end (a torn last record is not
+    /// counted), and the file's length. Changes nothing.
+    pub fn load(path: &Path) -> Result<(State, usize, usize)> {
+        let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let path = path.to_path_buf();
         record::decode_header(&data).map_err(|e| e.at(&path, 0))?;
         let mut state = State::default();
         let mut pos = MANIFEST_HEADER_LEN;
@@ -430,24 +471,7 @@ impl Manifest {
                 }
             }
         }
-        let file = backend.open(&path, OpenMode::ReadWrite)?;
-        if pos < data.len() {
-            tracing::warn!(
-                "manifest: truncating {} torn bytes at {pos}",
-                data.len() - pos
-            );
-            file.set_len(pos as u64)?;
-            file.sync_all()?;
-        }
-        Ok(Manifest {
-            dir: dir.to_path_buf(),
-            backend,
-            file,
-            offset: pos as u64,
-            state,
-            rewrite_bytes,
-            failed: None,
-        })
+        Ok((state, pos, data.len()))
     }
 
     pub fn state(&self) -> &State {

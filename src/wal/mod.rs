@@ -7,7 +7,7 @@ mod replay;
 pub mod segment;
 
 pub use frame::{Entry, EntryKind};
-pub use replay::{replay, scan_segment, ReplayOutcome, SegmentScan, Verdict};
+pub use replay::{replay, scan_segment, Recovery, ReplayOutcome, SegmentScan, Verdict};
 pub use segment::SegmentInfo;
 
 use crate::error::{Error, Result};
@@ -92,6 +92,29 @@ impl WalWriter {
             prealloc_retry_at: None,
             prealloc_warn: LogEvery::new(Duration::from_secs(60)),
         })
+    }
+
+    /// The writer of a read-only store: it lists the replayed `segments`
+    /// and refuses every write and sync (nothing is created).
+    pub fn read_only(dir: &Path, backend: BackendRef, mut segments: Vec<SegmentInfo>) -> Self {
+        let active = segments
+            .pop()
+            .unwrap_or_else(|| SegmentInfo::new(0, dir.join("(none)")));
+        WalWriter {
+            dir: dir.to_path_buf(),
+            backend,
+            file: Box::new(ReadOnlyFile(active.path.clone())),
+            offset: segment::SEGMENT_HEADER_LEN as u64,
+            segment_bytes_max: u64::MAX,
+            active,
+            sealed: segments,
+            preallocate: false,
+            next: None,
+            active_preallocated: true,
+            syncers: Vec::new(),
+            prealloc_retry_at: None,
+            prealloc_warn: LogEvery::new(Duration::from_secs(60)),
+        }
     }
 
     /// Write `buf` (whole frames) at the end of the log, rolling over to a
@@ -341,5 +364,37 @@ pub fn delete_segments(
     match backend.sync_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) => Err((segs, e)),
+    }
+}
+
+/// The active "segment" of a read-only store's writer: every operation is
+/// refused with [`Error::ReadOnly`].
+struct ReadOnlyFile(PathBuf);
+
+impl ReadOnlyFile {
+    fn refuse<T>(&self, what: &'static str) -> Result<T> {
+        let dir = self.0.parent().map(Path::to_path_buf).unwrap_or_default();
+        Err(Error::ReadOnly { what, dir })
+    }
+}
+
+impl IoFile for ReadOnlyFile {
+    fn write_at(&self, _: Vec<u8>, _: u64) -> Result<Vec<u8>> {
+        self.refuse("WAL write")
+    }
+    fn read_at(&self, _: usize, _: u64) -> Result<Vec<u8>> {
+        self.refuse("WAL read through the writer")
+    }
+    fn sync_data(&self) -> Result<()> {
+        self.refuse("WAL sync")
+    }
+    fn sync_all(&self) -> Result<()> {
+        self.refuse("WAL sync")
+    }
+    fn set_len(&self, _: u64) -> Result<()> {
+        self.refuse("WAL truncate")
+    }
+    fn path(&self) -> &Path {
+        &self.0
     }
 }

@@ -6,13 +6,28 @@
 //! is logged. A last segment too short for its header, or all zeros (a
 //! crash while it was being created, before its header was synced) is
 //! removed. From segment version 2, zero bytes from a frame boundary to
-//! the end of a segment are its preallocated space, not damage.
+//! the end of a segment are its preallocated space, not damage. A
+//! read-only replay ([`Recovery::ReadOnly`]) decides the same but changes
+//! nothing: it stops at a torn tail without cutting it, skips a segment
+//! cut short at creation without removing it, and cannot salvage.
 
 use super::frame::{decode, valid_header_at, Decoded, Entry};
 use super::segment::{self, SegmentInfo};
 use crate::error::{Error, Result};
 use crate::io::{Backend, OpenMode};
 use std::path::Path;
+
+/// What a replay may change to get past damage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Change nothing: a torn tail is reported, not cut.
+    ReadOnly,
+    /// Cut a torn tail, remove a segment cut short at creation.
+    Repair,
+    /// As `Repair`, and cut the log at corruption before the tail too
+    /// (losing what follows; `Options::salvage_wal`).
+    Salvage,
+}
 
 /// What replay found.
 #[derive(Debug, Default)]
@@ -22,7 +37,8 @@ pub struct ReplayOutcome {
     pub last_seq: u64,
     /// Highest segment number seen (0 if none).
     pub last_segment: u64,
-    /// `(file, offset, bytes dropped)` when a tail was cut.
+    /// `(file, offset, bytes dropped)` when a tail was cut (or, read-only,
+    /// would be cut by a repairing open).
     pub truncated: Option<(std::path::PathBuf, u64, u64)>,
     pub entries: u64,
 }
@@ -108,9 +124,11 @@ pub fn scan_segment<'a>(
 pub fn replay(
     dir: &Path,
     backend: &dyn Backend,
-    salvage: bool,
+    recovery: Recovery,
     mut apply: impl FnMut(&Entry<'_>) -> Result<()>,
 ) -> Result<ReplayOutcome> {
+    let repair = recovery != Recovery::ReadOnly;
+    let salvage = recovery == Recovery::Salvage;
     let files = segment::list(dir)?;
     let mut out = ReplayOutcome::default();
     let n = files.len();
@@ -122,12 +140,14 @@ pub fn replay(
             data.len() < segment::SEGMENT_HEADER_LEN || data.iter().all(|b| *b == 0);
         if never_written && last {
             // Crashed while creating the segment: nothing in it was acked.
-            tracing::warn!(
-                "WAL {}: removing a segment cut short at creation",
-                path.display()
-            );
-            backend.remove_file(&path)?;
-            backend.sync_dir(dir)?;
+            if repair {
+                tracing::warn!(
+                    "WAL {}: removing a segment cut short at creation",
+                    path.display()
+                );
+                backend.remove_file(&path)?;
+                backend.sync_dir(dir)?;
+            }
             continue;
         }
         let scan = scan_segment(&data, &path, no, last, out.last_seq)?;
@@ -140,6 +160,10 @@ pub fn replay(
         }
         match scan.verdict {
             Verdict::Clean => {}
+            Verdict::Torn(pos) if !repair => {
+                let dropped = (data.len() - pos) as u64;
+                out.truncated = Some((path.clone(), pos as u64, dropped));
+            }
             Verdict::Torn(pos) => cut(backend, &path, pos, data.len(), &mut out)?,
             Verdict::Corrupt(_, e) if !salvage => return Err(e),
             Verdict::Corrupt(pos, e) => {
