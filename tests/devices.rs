@@ -72,3 +72,38 @@ fn registry_persists_and_answers_tag_queries() {
     );
     assert_eq!(s.devices(None).len(), 3);
 }
+
+/// A store written before control characters were refused may hold some
+/// (the manifest format allows them): `telestore devices` escapes them.
+#[test]
+fn devices_prints_control_characters_escaped() {
+    use std::sync::Arc;
+    use telestore::io::StdBackend;
+    use telestore::manifest::{Manifest, Record};
+    let dir = tempfile::tempdir().unwrap();
+    Store::open(dir.path(), Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let mut m = Manifest::open(dir.path(), Arc::new(StdBackend)).unwrap();
+    m.append(&[Record::Device {
+        id: 1 << 40,
+        name: "bell\u{7}\u{1b}[2J".into(),
+        tags: vec![("fleet".into(), "e\u{1b}]0;x".into())],
+    }])
+    .unwrap();
+    drop(m);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args(["devices", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    assert!(text.contains("bell\\u{7}\\u{1b}[2J"), "{text}");
+    assert!(text.contains("fleet=e\\u{1b}]0;x"), "{text}");
+}

@@ -107,6 +107,16 @@ fn read_only_tokens_read_and_write_tokens_write() {
     let r = with_auth(h, "GET", q, "Token r-secret", "");
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("d1"), "{}", r.body);
+    // Flushing is a write: read-only may not; read-write gets the result.
+    let r = with_auth(h, "POST", "/api/v1/flush?table=m", "Token r-secret", "");
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = with_auth(h, "POST", "/api/v1/flush?table=m", "Token w-secret", "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(j["memstore_bytes"], 0, "{j}");
+    assert!(store.stats().hfiles > 0);
+    let r = with_auth(h, "POST", "/api/v1/flush?table=nope", "Token w-secret", "");
+    assert_eq!(r.status, 404, "{}", r.body);
     // /metrics needs a token (any) once it is not public.
     assert_eq!(with_auth(h, "GET", "/metrics", "", "").status, 401);
     assert_eq!(

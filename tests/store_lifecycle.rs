@@ -83,13 +83,10 @@ fn flush_command_empties_the_memstores_for_good() {
     let dir = tempfile::tempdir().unwrap();
     unflushed_store(dir.path());
     let out = telestore(&["flush", "--table", "t"], dir.path());
+    assert!(out.contains("memstores now hold 0 bytes"), "{out}");
     let s = Store::open(dir.path(), Options::default()).unwrap();
     let st = s.stats();
     assert!(st.hfiles > 0 && st.memstore_bytes == 0, "{st:?}");
-    assert!(
-        out.contains(&format!("flushed {} HFiles", st.hfiles)),
-        "{out}"
-    );
     assert_eq!(common::row_count(&s, "t"), 1000);
 }
 

@@ -23,33 +23,25 @@ pub struct FlushArgs {
 
 pub fn run(a: FlushArgs) -> Result<()> {
     let t0 = std::time::Instant::now();
-    let files = match &a.server {
+    let (memstore_bytes, wal_segments) = match &a.server {
         Some(url) => remote(url, a.token.as_deref(), a.table.as_deref())?,
         None => {
             let store = Store::open(&a.dir.dir, Options::default())
                 .with_context(|| format!("opening {}", a.dir.dir.display()))?;
-            let before = store.stats();
-            let n = store.flush_tables(a.table.as_deref())?;
-            let after = store.stats();
-            println!(
-                "memstores {} -> {} bytes, WAL segments {} -> {}",
-                before.memstore_bytes,
-                after.memstore_bytes,
-                before.wal_segments,
-                after.wal_segments
-            );
+            store.flush_tables(a.table.as_deref())?;
+            let st = store.stats();
             store.close()?;
-            n as u64
+            (st.memstore_bytes as u64, st.wal_segments as u64)
         }
     };
     println!(
-        "flushed {files} HFiles in {:.2} s",
+        "flushed in {:.2} s; memstores now hold {memstore_bytes} bytes, {wal_segments} WAL segments live",
         t0.elapsed().as_secs_f64()
     );
     Ok(())
 }
 
-fn remote(url: &str, token: Option<&str>, table: Option<&str>) -> Result<u64> {
+fn remote(url: &str, token: Option<&str>, table: Option<&str>) -> Result<(u64, u64)> {
     let url = format!("{}/api/v1/flush", url.trim_end_matches('/'));
     let mut req = super::with_token(ureq::post(&url), token);
     if let Some(t) = table {
@@ -63,5 +55,6 @@ fn remote(url: &str, token: Option<&str>, table: Option<&str>) -> Result<u64> {
         }
         Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot reach {url}"))),
     };
-    Ok(body["hfiles"].as_u64().unwrap_or(0))
+    let n = |k: &str| body[k].as_u64().unwrap_or(0);
+    Ok((n("memstore_bytes"), n("wal_segments")))
 }

@@ -83,7 +83,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MIB")]
     flush_threshold_mib: Option<usize>,
     /// Memory for all memstores together: from three quarters of it the
-    /// largest is flushed; above all of it writers wait [default: 1024].
+    /// largest is flushed; above all of it writers wait [default: 512].
     #[arg(long, value_name = "MIB")]
     memstore_global_mib: Option<usize>,
     /// Flush every memstore on a clean stop (SIGINT/SIGTERM), so the next
@@ -234,10 +234,10 @@ fn flush_before_exit(store: &Arc<Store>, signals: &mut Signals) -> Result<()> {
     let flush = std::thread::spawn(move || s.flush_tables(None));
     loop {
         if flush.is_finished() {
-            let n = flush
+            flush
                 .join()
                 .map_err(|_| anyhow::anyhow!("the shutdown flush panicked"))??;
-            tracing::info!("flushed {n} HFiles");
+            tracing::info!("memstores flushed");
             return Ok(());
         }
         if signals.wait_for(std::time::Duration::from_millis(50)) {

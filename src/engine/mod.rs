@@ -554,13 +554,15 @@ impl Store {
     /// Freeze every active memstore and flush all of them to HFiles; on
     /// return they are durable and recorded.
     pub fn flush(&self) -> Result<()> {
-        self.flush_tables(None).map(|_| ())
+        self.flush_tables(None)
     }
 
     /// Flush one table (`Some(name)`) or all: every write acknowledged
     /// before the call is in an HFile on return, and the WAL segments that
-    /// held only those writes can be retired. Returns the HFiles written.
-    pub fn flush_tables(&self, table: Option<&str>) -> Result<usize> {
+    /// held only those writes can be retired. (Some of the frozen
+    /// memstores may be flushed by the background flusher meanwhile; the
+    /// call returns once all of them are.)
+    pub fn flush_tables(&self, table: Option<&str>) -> Result<()> {
         self.shared.check_writable("flush")?;
         self.shared.check_poisoned()?;
         let only = table.map(|n| self.shared.table(n)).transpose()?;
@@ -573,12 +575,10 @@ impl Store {
             Some(t) => vec![t],
             None => self.shared.tables_snapshot(),
         };
-        let mut files = 0;
         for t in tables {
-            files += flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison(&e))?;
+            flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison(&e))?;
         }
-        self.shared.check_poisoned()?;
-        Ok(files)
+        self.shared.check_poisoned()
     }
 
     /// Counters (counting every write acknowledged before the call).

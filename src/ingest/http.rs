@@ -332,12 +332,22 @@ async fn create_table(State(s): State<HttpState>, body: axum::body::Bytes) -> Re
 }
 
 /// `POST /api/v1/flush[?table=T]`: flush the table's (every table's)
-/// memstores to HFiles; answers `{"hfiles": N}` once they are durable.
+/// memstores to HFiles; answers once they are durable, with what the
+/// memstores and the WAL hold then (`{"memstore_bytes", "wal_segments"}`:
+/// writes that came in meanwhile are in them).
 async fn flush(State(s): State<HttpState>, Query(q): Query<HashMap<String, String>>) -> Response {
     let table = q.get("table").cloned();
-    let done = tokio::task::spawn_blocking(move || s.store.flush_tables(table.as_deref())).await;
+    let done = tokio::task::spawn_blocking(move || {
+        s.store.flush_tables(table.as_deref())?;
+        Ok::<_, Error>(s.store.stats())
+    })
+    .await;
     match done {
-        Ok(Ok(n)) => Json(serde_json::json!({ "hfiles": n })).into_response(),
+        Ok(Ok(st)) => Json(serde_json::json!({
+            "memstore_bytes": st.memstore_bytes,
+            "wal_segments": st.wal_segments,
+        }))
+        .into_response(),
         Ok(Err(e @ Error::UnknownTable(_))) => json_error(StatusCode::NOT_FOUND, e.to_string()),
         Ok(Err(e)) => store_failure(&e),
         Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
