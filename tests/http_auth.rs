@@ -9,28 +9,23 @@ use common::{http_request, HttpAnswer};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use telestore::ingest::auth::{Access, Tokens};
-use telestore::ingest::server::{start, Running, ServerConfig};
+use telestore::ingest::server::{Running, ServerConfig};
 use telestore::{Options, Store};
 
 const SPEC: &str = r#"{"name":"m","fields":[{"name":"v","type":"f64"}]}"#;
 const LINE: &str = "m,device=d1 v=1.5 1700000000000\n";
 
 fn server(metrics_public: bool) -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
     let tokens = Tokens::single("w-secret")
         .unwrap()
         .with("r-secret", Access::Read)
         .unwrap();
     let cfg = ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
         tokens,
         metrics_public,
         ..ServerConfig::default()
     };
-    let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
-    let http = run.http_addr.unwrap();
-    (dir, store, run, http)
+    common::http_daemon(Options::default(), cfg)
 }
 
 fn with_auth(h: SocketAddr, method: &str, path: &str, auth: &str, body: &str) -> HttpAnswer {

@@ -9,18 +9,11 @@ mod common;
 use common::http_request;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use telestore::ingest::server::{start, Running, ServerConfig};
+use telestore::ingest::server::{Running, ServerConfig};
 use telestore::{Options, Store};
 
 fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
-    let cfg = ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..ServerConfig::default()
-    };
-    let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
-    let http = run.http_addr.unwrap();
+    let (dir, store, run, http) = common::http_daemon(Options::default(), ServerConfig::default());
     let spec = r#"{"name":"m","fields":[{"name":"v","type":"f64"},{"name":"s","type":"f32"}]}"#;
     let r = http_request(http, "POST", "/api/v1/tables", "", spec.as_bytes());
     assert_eq!(r.status, 201, "{}", r.body);
@@ -150,15 +143,8 @@ fn json_output_floats_parse_back_to_the_same_bits() {
 /// `/health` says 503; not 500.
 #[test]
 fn a_stopped_write_path_answers_503_with_retry_after() {
-    let dir = tempfile::tempdir().unwrap();
     let (opts, faults) = common::with_faults(Options::default());
-    let store = Arc::new(Store::open(dir.path(), opts).unwrap());
-    let cfg = ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..ServerConfig::default()
-    };
-    let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
-    let h = run.http_addr.unwrap();
+    let (_dir, _store, run, h) = common::http_daemon(opts, ServerConfig::default());
     let spec = r#"{"name":"m","fields":[{"name":"v","type":"f64"}]}"#;
     assert_eq!(
         http_request(h, "POST", "/api/v1/tables", "", spec.as_bytes()).status,

@@ -9,19 +9,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::Response;
-use telestore::ingest::server::{start, Running, ServerConfig};
+use telestore::ingest::server::{Running, ServerConfig};
 use telestore::{Durability, Options, Store};
 
 fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
-    let cfg = ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..ServerConfig::default()
-    };
-    let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
-    let http = run.http_addr.unwrap();
-    (dir, store, run, http)
+    common::http_daemon(Options::default(), ServerConfig::default())
 }
 
 /// One HTTP/1.1 request with a JSON body; returns (status, body).

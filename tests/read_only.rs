@@ -60,12 +60,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn telestore(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap()
+    common::telestore_cli(dir, args)
 }
 
 fn ok(o: &Output) -> String {

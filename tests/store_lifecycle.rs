@@ -61,12 +61,7 @@ fn unflushed_store(dir: &std::path::Path) {
 }
 
 fn telestore(args: &[&str], dir: &std::path::Path) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap();
+    let out = common::telestore_cli(dir, args);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),

@@ -167,3 +167,36 @@ pub fn logged_http_addr(child: &mut std::process::Child) -> std::net::SocketAddr
         }
     }
 }
+
+/// A daemon on loopback ports (binary protocol and HTTP) over a fresh
+/// store opened with `opts`; `cfg`'s listen address for HTTP is set here.
+pub fn http_daemon(
+    opts: Options,
+    cfg: telestore::ingest::server::ServerConfig,
+) -> (
+    tempfile::TempDir,
+    std::sync::Arc<Store>,
+    telestore::ingest::server::Running,
+    std::net::SocketAddr,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(Store::open(dir.path(), opts).unwrap());
+    let cfg = telestore::ingest::server::ServerConfig {
+        http_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..cfg
+    };
+    let run = telestore::ingest::server::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg)
+        .unwrap();
+    let http = run.http_addr.unwrap();
+    (dir, store, run, http)
+}
+
+/// `telestore ARGS --dir DIR`, its output.
+pub fn telestore_cli(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
