@@ -339,7 +339,53 @@ fn the_load_generator_fills_a_readings_table_through_the_daemon() {
     // Late readings may land on an earlier reading's timestamp (an
     // overwrite), so at most 3,000 distinct rows, and most of them.
     assert!((2500..=3000).contains(&n), "{n} rows stored");
+    // The default values are at sensor precision (TSBS-like).
+    use telestore::testkit::{round_to, READINGS_WALKS};
+    store
+        .scan_all("readings", i64::MIN, i64::MAX, |r| {
+            for (c, w) in r.fields.chunks_exact(8).zip(&READINGS_WALKS) {
+                let v = f64::from_le_bytes(c.try_into().unwrap());
+                assert_eq!(v, round_to(v, w.decimals), "{v} is not at {w:?}");
+                assert!((w.lo..=w.hi).contains(&v), "{v} outside {w:?}");
+            }
+            true
+        })
+        .unwrap();
     run.stop();
+}
+
+/// `telestore bench ingest` writes, reads back and checks its fleet, at
+/// sensor precision and at full precision.
+#[test]
+fn bench_ingest_verifies_both_kinds_of_values() {
+    for values in ["sensor", "full-precision"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+            .args([
+                "bench",
+                "ingest",
+                "--devices",
+                "40",
+                "--rows-per-device",
+                "30",
+            ])
+            .args(["--scan-rows", "500", "--batch", "100", "--values", values])
+            .arg("--dir")
+            .arg(dir.path().join("b"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("1200 rows read back and equal"), "{text}");
+        assert!(
+            text.contains(&format!("({values} values, seed 1)")),
+            "{text}"
+        );
+    }
 }
 
 /// `serve --config FILE` takes its settings from TOML; SIGTERM stops it

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use telestore::testkit::{fleet_fields, push_fleet_row, readings_schema};
+use telestore::schema::batch::push_row;
+use telestore::testkit::{readings_schema, Truck, Values, FLEET_T0_MS};
 use telestore::{Durability, Options, Order, Store};
 
 use super::keydesign;
@@ -68,6 +69,13 @@ pub struct IngestArgs {
     /// Keep the directory afterwards.
     #[arg(long)]
     keep: bool,
+    /// sensor: readings at sensor precision (TSBS-like, as `load`);
+    /// full-precision: the random walks' raw doubles.
+    #[arg(long, default_value = "sensor", value_parser = ["sensor", "full-precision"])]
+    values: String,
+    /// Seed of the trucks' random walks.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
@@ -79,6 +87,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Query(a) => return super::bench_query::run(a),
     };
     let durability = Durability::parse(&a.durability)?;
+    let values = Values::parse(&a.values).map_err(anyhow::Error::msg)?;
     if a.dir.exists() {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;
     }
@@ -92,9 +101,11 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     schema.options.regions = a.regions;
     store.create_table(schema)?;
     println!(
-        "telestore bench ingest: {} devices x {} rows, batches of {}, {} writers, durability {}, {}, io {}",
+        "telestore bench ingest: {} devices x {} rows ({} values, seed {}), batches of {}, {} writers, durability {}, {}, io {}",
         a.devices,
         a.rows_per_device,
+        a.values,
+        a.seed,
         a.batch,
         a.writers,
         durability.name(),
@@ -102,7 +113,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         store.io_kind().name()
     );
     let total = a.devices * a.rows_per_device;
-    let batches = make_batches(a.devices, total, a.batch);
+    let batches = make_batches(&a, values, total);
     let t0 = Instant::now();
     ingest(&store, Arc::new(batches), a.writers, durability)?;
     let ingest_s = t0.elapsed().as_secs_f64();
@@ -118,8 +129,8 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         "disk:    {hbytes} bytes in HFiles = {:.1} bytes/row (raw row 72 bytes)",
         hbytes as f64 / total as f64
     );
-    verify_and_scan(&store, &a, total)?;
-    long_scan(&store, &a)?;
+    verify_and_scan(&store, &a, values, total)?;
+    long_scan(&store, &a, values)?;
     let st = store.stats();
     println!(
         "files:   {} HFiles, {} WAL segments live, cache hits {} misses {}, stalled writes {}, busy retries {}",
@@ -134,12 +145,17 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     Ok(())
 }
 
-/// Batches in arrival order: every device reports once per round.
-fn make_batches(devices: u64, total: u64, batch: usize) -> Vec<Vec<u8>> {
+/// Batches in arrival order: every device reports once per round (10 s),
+/// its readings from its [`Truck`].
+fn make_batches(a: &IngestArgs, values: Values, total: u64) -> Vec<Vec<u8>> {
+    let (devices, batch) = (a.devices, a.batch);
+    let mut trucks: Vec<Truck> = (0..devices).map(|d| Truck::new(a.seed, d)).collect();
     let mut out = Vec::new();
     let mut cur = Vec::with_capacity(batch * 72);
     for j in 0..total {
-        push_fleet_row(&mut cur, j % devices, j / devices, 10_000);
+        let (d, round) = (j % devices, j / devices);
+        let ts = FLEET_T0_MS + round as i64 * 10_000;
+        push_row(&mut cur, d, ts, &trucks[d as usize].next_fields(values));
         if cur.len() == batch * 72 {
             out.push(std::mem::take(&mut cur));
         }
@@ -201,15 +217,19 @@ fn dir_bytes(p: &Path) -> Result<u64> {
 }
 
 /// Read every device back, check every value, time it.
-fn verify_and_scan(store: &Store, a: &IngestArgs, total: u64) -> Result<()> {
+fn verify_and_scan(store: &Store, a: &IngestArgs, values: Values, total: u64) -> Result<()> {
     let t = Instant::now();
     let mut n = 0u64;
     for d in 0..a.devices {
+        let mut truck = Truck::new(a.seed, d);
+        let wanted: Vec<[f64; 7]> = (0..a.rows_per_device)
+            .map(|_| truck.next_reading(values))
+            .collect();
         let mut round = a.rows_per_device;
         let mut bad = None;
         store.scan_with("readings", d, i64::MIN, i64::MAX, Order::NewestFirst, |r| {
             round -= 1;
-            let want = fleet_fields(d, round);
+            let want = wanted[round as usize];
             let got: Vec<f64> = r
                 .fields
                 .chunks_exact(8)
@@ -238,14 +258,16 @@ fn verify_and_scan(store: &Store, a: &IngestArgs, total: u64) -> Result<()> {
 }
 
 /// One device with many rows: range-scan rate from HFiles, cold and warm.
-fn long_scan(store: &Store, a: &IngestArgs) -> Result<()> {
+fn long_scan(store: &Store, a: &IngestArgs, values: Values) -> Result<()> {
     if a.scan_rows == 0 {
         return Ok(());
     }
     let dev = 4_000_000_001u64;
+    let mut truck = Truck::new(a.seed, dev);
     let mut buf = Vec::with_capacity(a.batch * 72);
     for r in 0..a.scan_rows {
-        push_fleet_row(&mut buf, dev, r, 1_000);
+        let ts = FLEET_T0_MS + r as i64 * 1_000;
+        push_row(&mut buf, dev, ts, &truck.next_fields(values));
         if buf.len() == a.batch * 72 || r + 1 == a.scan_rows {
             store.write("readings", &buf, Durability::Async)?;
             buf.clear();

@@ -14,7 +14,7 @@ use telestore::ingest::client::{Client, ClientSender};
 use telestore::ingest::proto::{ErrorCode, Response};
 use telestore::schema::batch::push_row;
 use telestore::schema::parse_duration_ms;
-use telestore::testkit::{FLEET_T0_MS, READINGS_FIELDS};
+use telestore::testkit::{Truck, Values, FLEET_T0_MS, READINGS_FIELDS};
 use telestore::Durability;
 
 #[derive(Args, Debug)]
@@ -36,9 +36,16 @@ pub struct LoadArgs {
     /// Simulated time span to generate (e.g. 1h, 1d).
     #[arg(long, default_value = "1h")]
     duration: String,
-    /// Seed of the random walks and the out-of-order choices.
+    /// Seed of the random walks (each truck's are the same whatever
+    /// --connections is) and of the out-of-order choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// sensor: readings rounded to sensor precision (coordinates at 5
+    /// decimals, elevation, velocity, heading and grade whole, fuel at 1
+    /// decimal: TSBS-like); full-precision: the walks' raw doubles (the
+    /// adversarial case for compression).
+    #[arg(long, default_value = "sensor", value_parser = ["sensor", "full-precision"])]
+    values: String,
     /// Parallel connections (each owns a share of the trucks).
     #[arg(long, default_value_t = 4)]
     connections: u64,
@@ -92,17 +99,6 @@ fn ensure_table(a: &LoadArgs) {
     }
 }
 
-/// Bounds of the seven random walks.
-const BOUNDS: [(f64, f64, f64); 7] = [
-    (-90.0, 90.0, 0.01),   // latitude
-    (-180.0, 180.0, 0.01), // longitude
-    (0.0, 5000.0, 5.0),    // elevation
-    (0.0, 100.0, 2.0),     // velocity
-    (0.0, 360.0, 5.0),     // heading
-    (-10.0, 10.0, 0.5),    // grade
-    (0.0, 50.0, 0.5),      // fuel_consumption
-];
-
 struct Totals {
     rows: u64,
     frames: u64,
@@ -125,10 +121,12 @@ pub fn run(a: LoadArgs) -> Result<()> {
     let rounds = (span / interval) as u64;
     let total = rounds * a.trucks;
     println!(
-        "telestore load: {} trucks x {} readings ({} rows) every {} over {} into {} at {} ({}), {} connections, batches of {} rows, {}",
+        "telestore load: {} trucks x {} readings ({} rows, {} values, seed {}) every {} over {} into {} at {} ({}), {} connections, batches of {} rows, {}",
         a.trucks,
         rounds,
         total,
+        a.values,
+        a.seed,
         a.interval,
         a.duration,
         a.table,
@@ -212,10 +210,8 @@ fn connection(
     };
     let trucks: Vec<u64> = (c..a.trucks).step_by(a.connections as usize).collect();
     let mut rng = SmallRng::seed_from_u64(a.seed ^ telestore::testkit::mix(c));
-    let mut walk: Vec<[f64; 7]> = trucks
-        .iter()
-        .map(|_| std::array::from_fn(|i| (BOUNDS[i].0 + BOUNDS[i].1) / 2.0))
-        .collect();
+    let values = Values::parse(&a.values).map_err(anyhow::Error::msg)?;
+    let mut walk: Vec<Truck> = trucks.iter().map(|t| Truck::new(a.seed, *t)).collect();
     let mut t = Totals {
         rows: 0,
         frames: 0,
@@ -223,15 +219,10 @@ fn connection(
         latency: Histogram::new(3)?,
     };
     let mut buf = Vec::with_capacity(a.batch * 72);
-    let mut fields = [0u8; 56];
     let (t0, mut sent_rows) = (Instant::now(), 0u64);
     for round in 0..rounds {
         for (k, truck) in trucks.iter().enumerate() {
-            for (i, v) in walk[k].iter_mut().enumerate() {
-                let (lo, hi, step) = BOUNDS[i];
-                *v = (*v + rng.gen_range(-step..=step)).clamp(lo, hi);
-                fields[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            }
+            let fields = walk[k].next_fields(values);
             let mut ts = FLEET_T0_MS + round as i64 * interval;
             if a.out_of_order > 0.0 && rng.gen_bool(a.out_of_order) {
                 ts -= rng.gen_range(1..=10) * interval;
