@@ -152,3 +152,47 @@ fn serve_takes_tokens_from_a_token_file() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A daemon bound beyond loopback with no token says so at start; a
+/// token file that cannot be read stops it with the file's name.
+#[test]
+fn serve_warns_when_exposed_without_a_token_and_names_a_bad_token_file() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "0.0.0.0:0",
+        ])
+        .arg("--dir")
+        .arg(dir.path().join("data"))
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut warned = false;
+    for line in err.lines() {
+        let line = line.unwrap();
+        warned |= line.contains("not a loopback address and no token");
+        if line.contains("http (") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(warned, "no warning for 0.0.0.0 without a token");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
+        .args(["serve", "--token-file"])
+        .arg(dir.path().join("missing-tokens"))
+        .arg("--dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("missing-tokens"), "{e}");
+}

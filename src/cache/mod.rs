@@ -75,6 +75,12 @@ impl BlockCache {
         }
     }
 
+    /// Put a block decoded elsewhere (a block being written, so a file is
+    /// warm the moment it is published).
+    pub fn insert(&self, file_id: u64, block: u32, cells: Vec<u8>) {
+        self.cache.insert((file_id, block), Arc::new(cells));
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

@@ -44,6 +44,65 @@ pub struct QueryBenchArgs {
     /// Delete the directory afterwards.
     #[arg(long)]
     clean: bool,
+    /// Put flushed blocks into the block cache as they are written
+    /// (`Options::cache_flushed_blocks`); compare `latest` right after a
+    /// flush with true and false.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    cache_flushed_blocks: bool,
+    /// Flushes after which every device's `latest` is timed once.
+    #[arg(long, default_value_t = 5)]
+    fresh_flushes: u64,
+    /// Readings per device written before each of those flushes (360 =
+    /// one hour: files big enough that most of each is written past the
+    /// page cache, as a daemon's flushes are).
+    #[arg(long, default_value_t = 360)]
+    fresh_rounds: u64,
+}
+
+/// `latest` of every device right after a flush that wrote
+/// `fresh_rounds` new readings for each: the first read of the newest
+/// file.
+fn latest_after_flush(store: &Store, a: &QueryBenchArgs) -> Result<()> {
+    let mut h = Histogram::<u64>::new(3)?;
+    let mut p = Params {
+        kind: Kind::Latest,
+        table: TABLE.into(),
+        ..Params::default()
+    };
+    let (mut hits, mut misses) = (0, 0);
+    for k in 0..a.fresh_flushes {
+        let first = a.rows_per_device + k * a.fresh_rounds;
+        let mut batch = Vec::new();
+        for round in first..first + a.fresh_rounds {
+            for d in 0..a.devices {
+                push_fleet_row(&mut batch, d, round, 10_000);
+            }
+            if batch.len() >= 4 << 20 {
+                store.write(TABLE, &batch, Durability::Async)?;
+                batch.clear();
+            }
+        }
+        store.write(TABLE, &batch, Durability::Sync)?;
+        store.flush()?;
+        let before = store.stats().cache;
+        for d in 0..a.devices {
+            p.device = Some(d.to_string());
+            let t = Instant::now();
+            let n = run_query(store, &p)?;
+            h.record(t.elapsed().as_nanos() as u64)?;
+            anyhow::ensure!(n == 1, "latest returned {n} rows");
+        }
+        let after = store.stats().cache;
+        misses += after.misses - before.misses;
+        hits += after.hits - before.hits;
+    }
+    println!("  block cache during those reads: {hits} hits, {misses} misses");
+    let label = format!(
+        "latest (n=1, first read after a flush, cache_flushed_blocks {})",
+        a.cache_flushed_blocks
+    );
+    report(&label, &h);
+    Ok(())
 }
 
 fn build(store: &Store, a: &QueryBenchArgs) -> Result<()> {
@@ -96,7 +155,11 @@ fn report(name: &str, h: &Histogram<u64>) {
 
 pub fn run(a: QueryBenchArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
-    let store = Store::open(&a.dir, Options::default())?;
+    let opts = Options {
+        cache_flushed_blocks: a.cache_flushed_blocks,
+        ..Options::default()
+    };
+    let store = Store::open(&a.dir, opts)?;
     build(&store, &a)?;
     if !a.no_compact {
         let t = Instant::now();
@@ -130,6 +193,7 @@ pub fn run(a: QueryBenchArgs) -> Result<()> {
         anyhow::ensure!(n == 1, "latest returned {n} rows");
     }
     report("latest (n=1, warm)", &h);
+    latest_after_flush(&store, &a)?;
 
     let day = 86_400_000i64;
     let mut p = Params {

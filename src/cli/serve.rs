@@ -18,7 +18,7 @@ pub struct ServeArgs {
     /// TOML file with any of: dir, listen, http_listen, token, token_file,
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
-    /// memstore_global_mib, shutdown_flush.
+    /// memstore_global_mib, shutdown_flush, cache_flushed_blocks.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -78,6 +78,11 @@ pub struct ServeArgs {
     /// With false, freshly written files stay in the page cache for reads.
     #[arg(long, value_name = "BOOL")]
     direct_hfile_writes: Option<bool>,
+    /// Put the blocks a flush writes into the block cache as they are
+    /// written, so the newest data is warm from the start; compaction
+    /// output is never cached this way [default: true].
+    #[arg(long, value_name = "BOOL")]
+    cache_flushed_blocks: Option<bool>,
     /// A region's memstore is flushed to an HFile at this size
     /// [default: 64].
     #[arg(long, value_name = "MIB")]
@@ -112,6 +117,7 @@ struct ServeFile {
     flush_threshold_mib: Option<usize>,
     memstore_global_mib: Option<usize>,
     shutdown_flush: Option<bool>,
+    cache_flushed_blocks: Option<bool>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -171,6 +177,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(d) = a.direct_hfile_writes.or(f.direct_hfile_writes) {
         opts.direct_hfile_writes = d;
+    }
+    if let Some(c) = a.cache_flushed_blocks.or(f.cache_flushed_blocks) {
+        opts.cache_flushed_blocks = c;
     }
     if let Some(m) = a.flush_threshold_mib.or(f.flush_threshold_mib) {
         opts.flush_threshold_bytes = m.saturating_mul(1 << 20);

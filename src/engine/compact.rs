@@ -208,16 +208,25 @@ fn merge_files(
     let mut f = Filter::new(mode);
     let expected = inputs.iter().map(|f| f.info().cells as usize).sum();
     let mut counts = filter::MergeCounts::default();
-    let file = write_hfile(shared, t, o.compression, expected, &keep_tombs, |w| {
-        counts = filter::merge(sources, &mut f, |c| {
-            if shared.closing.load(Relaxed) {
-                return Err(Error::Closed);
-            }
-            w.add(c)
-        })?;
-        pause_point("compact-writing");
-        Ok(())
-    })?;
+    // Compaction output is not put in the cache: it rewrites old data.
+    let file = write_hfile(
+        shared,
+        t,
+        o.compression,
+        expected,
+        &keep_tombs,
+        false,
+        |w| {
+            counts = filter::merge(sources, &mut f, |c| {
+                if shared.closing.load(Relaxed) {
+                    return Err(Error::Closed);
+                }
+                w.add(c)
+            })?;
+            pause_point("compact-writing");
+            Ok(())
+        },
+    )?;
     if counts.cells_out == 0 && keep_tombs.is_empty() {
         discard(shared, &file);
         return Ok((None, counts.cells_in, 0));

@@ -126,7 +126,8 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     let (lo, hi) = ([0u8; crate::key::KEY_LEN], crate::hfile::writer::KEY_MAX);
     let tombs = mem.range_tombstones();
     let codec = t.schema.options.compression.for_flush();
-    write_hfile(shared, t, codec, mem.cell_count(), &tombs, |w| {
+    let warm = shared.opts.cache_flushed_blocks;
+    write_hfile(shared, t, codec, mem.cell_count(), &tombs, warm, |w| {
         let mut buf = Vec::with_capacity(FLUSH_CHUNK_CELLS * width);
         let mut after = None;
         loop {
@@ -153,6 +154,7 @@ pub fn write_hfile(
     compression: Compression,
     expected_cells: usize,
     tombs: &[crate::cell::RangeTombstone],
+    warm: bool,
     fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
 ) -> Result<Arc<HFileReader>> {
     let file_id = shared.next_file_id();
@@ -171,7 +173,11 @@ pub fn write_hfile(
         created_ms: shared.opts.clock.now_ms(),
         direct: shared.opts.direct_hfile_writes,
     };
-    let written = HFileWriter::create(&*shared.backend, &tmp, opts).and_then(|mut w| {
+    let created = HFileWriter::create(&*shared.backend, &tmp, opts).map(|w| match warm {
+        true => w.warm_cache(shared.cache.clone(), file_id),
+        false => w,
+    });
+    let written = created.and_then(|mut w| {
         fill(&mut w)?;
         w.finish(tombs)?;
         publish(&*shared.backend, &tmp, &dest)

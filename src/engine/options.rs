@@ -114,6 +114,12 @@ pub struct Options {
     /// in the page cache; its first reads come from the disk (or the block
     /// cache). Default true.
     pub direct_hfile_writes: bool,
+    /// Put each block a flush writes into the block cache as it is written,
+    /// so the newest data is warm the moment its file is published (it is
+    /// what telemetry reads ask for; with `direct_hfile_writes` a new file
+    /// is not in the page cache either). Compaction output is not cached.
+    /// Default true.
+    pub cache_flushed_blocks: bool,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
     /// Block cache capacity.
@@ -148,6 +154,7 @@ impl Default for Options {
             blocking_file_count: 16,
             wal_syncs_in_flight: WAL_SYNCS_IN_FLIGHT_DEFAULT,
             direct_hfile_writes: true,
+            cache_flushed_blocks: true,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_preallocate: true,
@@ -306,6 +313,7 @@ impl std::fmt::Debug for Options {
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("salvage_wal", &self.salvage_wal)
             .field("read_only", &self.read_only)
+            .field("cache_flushed_blocks", &self.cache_flushed_blocks)
             .finish()
     }
 }

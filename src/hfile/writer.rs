@@ -10,6 +10,7 @@
 use super::block;
 use super::bloom::Bloom;
 use super::sections::{encode_index, encode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer};
+use crate::cache::BlockCache;
 use crate::cell::{self, CellKind, CellRef, RangeTombstone};
 use crate::error::Result;
 use crate::io::direct::{self, DIRECT_ALIGN};
@@ -18,6 +19,7 @@ use crate::key::{DeviceId, RowKey};
 use crate::schema::Compression;
 use crate::util::bin::crc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes buffered before a write is issued (a multiple of `DIRECT_ALIGN`).
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
@@ -55,6 +57,9 @@ pub struct HFileWriter {
     info: FileInfo,
     last_device: Option<DeviceId>,
     last: Option<(RowKey, u64)>,
+    /// Where each finished block's cells also go, under this file id
+    /// ([`HFileWriter::warm_cache`]).
+    warm: Option<(Arc<BlockCache>, u64)>,
 }
 
 impl HFileWriter {
@@ -92,8 +97,20 @@ impl HFileWriter {
             info,
             last_device: None,
             last: None,
+            warm: None,
             opts,
         })
+    }
+
+    /// Also put every block into `cache` as file `file_id`'s, as it is
+    /// written (what a reader of the published file would load), so the
+    /// file's first reads need no disk read: for flushes, whose output is
+    /// the newest data, which telemetry reads ask for (RocksDB's
+    /// `prepopulate_block_cache`). Blocks of a file that never gets
+    /// published are left to eviction (file ids are never reused).
+    pub fn warm_cache(mut self, cache: Arc<BlockCache>, file_id: u64) -> Self {
+        self.warm = Some((cache, file_id));
+        self
     }
 
     /// Append one cell; cells must arrive in cell order.
@@ -162,6 +179,10 @@ impl HFileWriter {
             crc: crate::util::bin::le_u32(b, 20),
             cells: self.raw_cells,
         });
+        if let Some((cache, file_id)) = &self.warm {
+            let block = u32::try_from(self.index.len() - 1).unwrap_or(u32::MAX);
+            cache.insert(*file_id, block, self.raw.clone());
+        }
         self.raw.clear();
         self.raw_cells = 0;
         if self.out.len() >= WRITE_CHUNK_BYTES {
