@@ -475,3 +475,29 @@ fn continuous_ingest_keeps_files_per_region_bounded() {
         .unwrap();
     assert_eq!(n, 400 * 250);
 }
+
+/// `Store::regions` shows each region's pending compaction debt: the
+/// bytes its next minor compaction would merge, 0 once it has run.
+#[test]
+fn regions_show_pending_compaction_debt_until_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), options(Arc::new(ManualClock::new(T0))));
+    let one_region = TableOptions {
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", one_region)).unwrap();
+    let debt = |s: &Store| s.regions("t").unwrap()[0].compaction_debt_bytes;
+    assert_eq!(debt(&store), 0);
+    for f in 0..4i64 {
+        let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
+        store
+            .write("t", &small_rows(&rows), Durability::Sync)
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let hfiles = store.stats().hfile_bytes;
+    assert_eq!(debt(&store), hfiles, "all four small files are one run");
+    store.compact("t", false).unwrap();
+    assert_eq!(debt(&store), 0);
+}

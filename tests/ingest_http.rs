@@ -79,6 +79,7 @@ fn health_tables_and_metrics() {
         "telestore_region_flushes_total{table=\"t\",region=\"0\"} 0",
         "# UNIT telestore_wal_sync_seconds seconds",
         "# UNIT telestore_memstore_bytes bytes",
+        "telestore_region_compaction_debt_bytes{table=\"t\",region=\"0\"} 0",
         "telestore_ingest_bytes_total ",
     ] {
         assert!(m.contains(want), "metrics lack {want:?}:\n{m}");

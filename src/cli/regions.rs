@@ -143,6 +143,7 @@ pub fn render(regions: &[RegionInfo]) -> String {
         "rows_written",
         "flushes",
         "compactions",
+        "debt",
         "write_amp",
         "writes/s",
         "reads/s",
@@ -166,6 +167,7 @@ pub fn render(regions: &[RegionInfo]) -> String {
                     r.compactions,
                     if r.compaction_running { "*" } else { "" }
                 ),
+                human(r.compaction_debt_bytes),
                 format!("{:.2}", r.write_amplification),
                 format!("{:.0}", r.write_rate),
                 format!("{:.0}", r.read_rate),

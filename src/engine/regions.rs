@@ -3,13 +3,17 @@
 //! every second by the monitor thread and before every report).
 
 use super::split;
+use super::table::Table;
 use super::{Shared, Store};
+use crate::compaction::plan::Task;
 use crate::error::{Error, Result};
+use crate::hfile::HFileReader;
 use crate::key::RowKey;
 use crate::region::hotspot::{self, HotEvent};
 use crate::region::key_hex;
 use serde::Serialize;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One region as reported by [`Store::regions`].
@@ -39,6 +43,10 @@ pub struct RegionInfo {
     pub compaction_running: bool,
     pub compaction_bytes_read: u64,
     pub compaction_bytes_written: u64,
+    /// Pending compaction debt: the bytes of the files the planner would
+    /// merge in this region's next minor compaction (0 when it would merge
+    /// nothing, or would only drop expired files, which costs no rewrite).
+    pub compaction_debt_bytes: u64,
     /// (flush + compaction bytes written) / flush bytes written.
     pub write_amplification: f64,
     /// Rows written per second over the detector's window.
@@ -131,6 +139,7 @@ impl Store {
                     compaction_running: s.compaction_running.load(Relaxed) == 1,
                     compaction_bytes_read: s.compaction_bytes_read.load(Relaxed),
                     compaction_bytes_written: s.compaction_bytes_written.load(Relaxed),
+                    compaction_debt_bytes: compaction_debt(&self.shared, &t, &st.files),
                     write_amplification: s.write_amplification(),
                     write_rate: s.writes.rate(now, cfg.window_secs),
                     read_rate: s.reads.rate(now, cfg.window_secs),
@@ -191,5 +200,17 @@ impl Store {
             tracing::warn!("could not retire WAL segments (retried later): {e}");
         }
         Ok(m)
+    }
+}
+
+/// See [`RegionInfo::compaction_debt_bytes`].
+fn compaction_debt(shared: &Shared, t: &Table, files: &[Arc<HFileReader>]) -> u64 {
+    match super::compact::plan_for(shared, t, files, false) {
+        Some(Task::Minor(ids)) => files
+            .iter()
+            .filter(|f| ids.contains(&f.file_id()))
+            .map(|f| f.len_bytes())
+            .sum(),
+        _ => 0,
     }
 }

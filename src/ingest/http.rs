@@ -397,7 +397,7 @@ fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
 
 /// Per-region gauges and counters, labelled by table and region.
 fn region_metrics(r: &mut Registry, store: &Store) {
-    let gauges: [(&str, &str, Option<Unit>); 6] = [
+    let gauges: [(&str, &str, Option<Unit>); 7] = [
         (
             "region_write_rows_per_second",
             "Rows written per second over the hotspot window",
@@ -417,6 +417,11 @@ fn region_metrics(r: &mut Registry, store: &Store) {
         (
             "region",
             "Stored bytes of the region's data",
+            Some(Unit::Bytes),
+        ),
+        (
+            "region_compaction_debt",
+            "Bytes the region's next minor compaction would merge (0: none pending)",
             Some(Unit::Bytes),
         ),
         (
@@ -444,6 +449,7 @@ fn region_metrics(r: &mut Registry, store: &Store) {
                 f64::from(u8::from(ri.hot)),
                 ri.files as f64,
                 ri.size_bytes as f64,
+                ri.compaction_debt_bytes as f64,
                 ri.write_amplification,
             ];
             for (f, v) in gfams.iter().zip(vals) {
