@@ -1,7 +1,10 @@
 //! `telestore bench query`: the read targets of issue 6 — `latest` and a
 //! one-day range of one device (warm cache, through the same query layer
 //! the CLI and daemon use, Arrow batches included), and export to an Arrow
-//! IPC file. Prints p50/p99/p999 and rows/s.
+//! IPC file. Prints p50/p99/p999 and rows/s. Between them it times
+//! `latest` right after flushes of new readings (issue 21: warm after
+//! flush), written after the table's day; the exports then include those
+//! rows (`--fresh-flushes 0` skips that phase).
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -49,7 +52,7 @@ pub struct QueryBenchArgs {
     /// flush with true and false.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     cache_flushed_blocks: bool,
-    /// Flushes after which every device's `latest` is timed once.
+    /// Flushes after which every device's `latest` is timed once (0: skip).
     #[arg(long, default_value_t = 5)]
     fresh_flushes: u64,
     /// Readings per device written before each of those flushes (360 =
@@ -71,19 +74,10 @@ fn latest_after_flush(store: &Store, a: &QueryBenchArgs) -> Result<()> {
     };
     let (mut hits, mut misses) = (0, 0);
     for k in 0..a.fresh_flushes {
-        let first = a.rows_per_device + k * a.fresh_rounds;
-        let mut batch = Vec::new();
-        for round in first..first + a.fresh_rounds {
-            for d in 0..a.devices {
-                push_fleet_row(&mut batch, d, round, 10_000);
-            }
-            if batch.len() >= 4 << 20 {
-                store.write(TABLE, &batch, Durability::Async)?;
-                batch.clear();
-            }
-        }
-        store.write(TABLE, &batch, Durability::Sync)?;
-        store.flush()?;
+        // After the table's day (the range queries' window), whatever
+        // --rows-per-device is.
+        let first = a.rows_per_device.max(8_640) + k * a.fresh_rounds;
+        write_rounds(store, a.devices, first..first + a.fresh_rounds)?;
         let before = store.stats().cache;
         for d in 0..a.devices {
             p.device = Some(d.to_string());
@@ -105,16 +99,12 @@ fn latest_after_flush(store: &Store, a: &QueryBenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn build(store: &Store, a: &QueryBenchArgs) -> Result<()> {
-    if store.table_names().iter().any(|t| t == TABLE) {
-        println!("reusing the table in {}", a.dir.display());
-        return Ok(());
-    }
-    store.create_table(readings_schema(TABLE))?;
-    let t0 = Instant::now();
+/// Write one reading of every device per round of `rounds` (the last
+/// batch synced), then flush.
+fn write_rounds(store: &Store, devices: u64, rounds: std::ops::Range<u64>) -> Result<()> {
     let mut batch = Vec::with_capacity(8 << 20);
-    for round in 0..a.rows_per_device {
-        for d in 0..a.devices {
+    for round in rounds {
+        for d in 0..devices {
             push_fleet_row(&mut batch, d, round, 10_000);
         }
         if batch.len() >= 4 << 20 {
@@ -124,6 +114,17 @@ fn build(store: &Store, a: &QueryBenchArgs) -> Result<()> {
     }
     store.write(TABLE, &batch, Durability::Sync)?;
     store.flush()?;
+    Ok(())
+}
+
+fn build(store: &Store, a: &QueryBenchArgs) -> Result<()> {
+    if store.table_names().iter().any(|t| t == TABLE) {
+        println!("reusing the table in {}", a.dir.display());
+        return Ok(());
+    }
+    store.create_table(readings_schema(TABLE))?;
+    let t0 = Instant::now();
+    write_rounds(store, a.devices, 0..a.rows_per_device)?;
     println!(
         "built {} rows in {:.1} s",
         a.devices * a.rows_per_device,
