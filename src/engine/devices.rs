@@ -60,6 +60,9 @@ impl DeviceIndex {
     }
 }
 
+/// One tag: key and value.
+type Tag = (String, String);
+
 /// What a device name, tag key or tag value may hold: 1 to
 /// [`DEVICE_TEXT_MAX`] bytes of UTF-8 without control characters (so a
 /// writer cannot put terminal escapes or line breaks into what `telestore
@@ -170,44 +173,36 @@ impl Store {
             .unwrap_or_else(|p| p.into_inner());
         let mut next = ix.next_id;
         let mut records = Vec::new();
-        let mut pending: HashMap<&str, u64> = HashMap::new();
+        // Devices first seen in this call: their ids and tags.
+        let mut pending: HashMap<&str, (u64, &[Tag])> = HashMap::new();
         let mut ids = Vec::with_capacity(devices.len());
         for (name, tags) in devices {
             check_device_text(name, tags).map_err(|m| Error::invalid("device", m))?;
-            let before = ix
+            let known = ix
                 .id(name)
-                .and_then(|id| ix.entries.get(&id))
-                .map(|e| &e.tags);
-            let before = before.or_else(|| {
-                records.iter().find_map(|r| match r {
-                    Record::Device {
-                        name: n, tags: t, ..
-                    } if n == name => Some(t),
-                    _ => None,
-                })
-            });
-            if let Some(m) = before.and_then(|b| tag_conflict(name, b, tags)) {
-                return Err(Error::invalid("device", m));
-            }
-            let id = match ix.id(name).or_else(|| pending.get(name.as_str()).copied()) {
-                Some(id) => id,
+                .and_then(|id| ix.entries.get(&id).map(|e| (id, e.tags.as_slice())))
+                .or_else(|| pending.get(name.as_str()).copied());
+            let id = match known {
+                Some((id, before)) => {
+                    if let Some(m) = tag_conflict(name, before, tags) {
+                        return Err(Error::invalid("device", m));
+                    }
+                    id
+                }
                 None => {
                     let id = next;
                     next = next
                         .checked_add(1)
                         .ok_or_else(|| Error::invalid("device", "registry ids exhausted"))?;
-                    pending.insert(name, id);
+                    pending.insert(name, (id, tags));
+                    records.push(Record::Device {
+                        id,
+                        name: name.clone(),
+                        tags: tags.clone(),
+                    });
                     id
                 }
             };
-            let new = !ix.entries.contains_key(&id) && !pending_recorded(&records, id);
-            if new {
-                records.push(Record::Device {
-                    id,
-                    name: name.clone(),
-                    tags: tags.clone(),
-                });
-            }
             ids.push(id);
         }
         if records.is_empty() {
@@ -263,10 +258,4 @@ impl Store {
             .filter_map(|id| ix.entries.get(&id).map(|e| (id, e.clone())))
             .collect()
     }
-}
-
-fn pending_recorded(records: &[Record], id: u64) -> bool {
-    records
-        .iter()
-        .any(|r| matches!(r, Record::Device { id: i, .. } if *i == id))
 }

@@ -26,11 +26,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     opts.validate()?;
     let read_only = opts.read_only;
     if read_only {
-        let m = dir.join(crate::manifest::MANIFEST_NAME);
-        if !m.exists() {
-            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no telestore store here");
-            return Err(Error::io(m, e));
-        }
+        require_store(dir)?;
     } else {
         for d in [dir.to_path_buf(), dir.join("wal"), dir.join("tables")] {
             std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
@@ -286,11 +282,22 @@ fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
     }
 }
 
+/// `Err` naming `<dir>/MANIFEST` when `dir` holds no store (what a
+/// read-only open or `verify` must not create).
+pub(crate) fn require_store(dir: &Path) -> Result<()> {
+    let m = dir.join(crate::manifest::MANIFEST_NAME);
+    if m.exists() {
+        return Ok(());
+    }
+    let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no telestore store here");
+    Err(Error::io(m, e))
+}
+
 /// Lock the directory: exclusively to write, shared to read (several
 /// read-only opens at once, none while a writer has it). A read-only open
 /// of a store without a `LOCK` file (never opened to write here) creates
 /// none: it locks the manifest file instead (a later writer creates
-/// `LOCK` and does not see that lock: documented in `formats/manifest.md`).
+/// `LOCK` and does not see that lock: documented in `formats/README.md`).
 pub(crate) fn lock_dir(dir: &Path, shared: bool) -> Result<std::fs::File> {
     let p = dir.join("LOCK");
     let mut o = std::fs::OpenOptions::new();

@@ -62,11 +62,8 @@ impl Report {
 /// Verify the store in `dir`. `Err` only when it cannot be checked at all
 /// (no store there, locked by a writer); damage is in the report.
 pub fn verify(dir: &Path) -> Result<Report> {
+    super::open::require_store(dir)?;
     let manifest = dir.join(MANIFEST_NAME);
-    if !manifest.exists() {
-        let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no telestore store here");
-        return Err(Error::io(manifest, e));
-    }
     let _lock = super::open::lock_dir(dir, true)?;
     let mut report = Report::default();
     let state = check_manifest(&manifest, &mut report);
@@ -128,9 +125,7 @@ fn check_wal(dir: &Path, report: &mut Report) -> Result<()> {
                 continue;
             }
         };
-        let never_written =
-            data.len() < segment::SEGMENT_HEADER_LEN || data.iter().all(|b| *b == 0);
-        if never_written && last {
+        if segment::never_written(&data) && last {
             let note = "cut short at creation (holds nothing acknowledged); removed by the next read-write open";
             report.add(path, "WAL segment".into(), Finding::Note(note.into()));
             continue;

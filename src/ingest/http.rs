@@ -183,20 +183,14 @@ async fn write_lines(
         }
         Ok(Err(Ok(e))) => {
             stats.http_rejected.fetch_add(1, Relaxed);
-            let failure = store_failure(&e);
-            let code = if failure.status() == StatusCode::SERVICE_UNAVAILABLE {
-                "unavailable"
-            } else {
-                "internal error"
+            let (status, retry_s) = failure_of(&e);
+            let code = match status {
+                StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+                StatusCode::BAD_REQUEST => "invalid",
+                _ => "internal error",
             };
-            let mut r = influx_error(v1, failure.status(), code, e.to_string(), None);
-            r.headers_mut().extend(
-                failure
-                    .headers()
-                    .get(header::RETRY_AFTER)
-                    .map(|v| (header::RETRY_AFTER, v.clone())),
-            );
-            r
+            let r = influx_error(v1, status, code, e.to_string(), None);
+            with_retry_after(r, retry_s)
         }
         Err(e) => influx_error(
             v1,
@@ -354,19 +348,30 @@ async fn flush(State(s): State<HttpState>, Query(q): Query<HashMap<String, Strin
     }
 }
 
-/// A store error that is not the request's fault: `503` with
-/// `Retry-After` when the store is busy or its write path has stopped
-/// (a full disk, a failed fsync: `/health` says which), `500` otherwise.
+/// A store error as JSON: `503` with `Retry-After` when the store is busy
+/// or its write path has stopped (a full disk, a failed fsync: `/health`
+/// says which), see [`failure_of`].
 fn store_failure(e: &Error) -> Response {
-    let (status, retry_s) = match e {
+    let (status, retry_s) = failure_of(e);
+    with_retry_after(json_error(status, e.to_string()), retry_s)
+}
+
+/// The status for a store error, and the seconds for `Retry-After` (0:
+/// none). An invalid input found only when applying (a device re-tagged
+/// by another request meanwhile) is still the request's fault: `400`.
+fn failure_of(e: &Error) -> (StatusCode, u64) {
+    match e {
         Error::Busy { retry_after_ms } => (
             StatusCode::SERVICE_UNAVAILABLE,
             retry_after_ms.div_ceil(1000).max(1),
         ),
         Error::Poisoned { .. } | Error::Closed => (StatusCode::SERVICE_UNAVAILABLE, 30),
+        Error::InvalidInput { .. } => (StatusCode::BAD_REQUEST, 0),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, 0),
-    };
-    let mut r = json_error(status, e.to_string());
+    }
+}
+
+fn with_retry_after(mut r: Response, retry_s: u64) -> Response {
     if retry_s > 0 {
         r.headers_mut()
             .insert(header::RETRY_AFTER, header::HeaderValue::from(retry_s));

@@ -250,33 +250,19 @@ fn clip(s: &str) -> String {
     s.chars().take(120).collect()
 }
 
-/// Integers into float fields are taken when the float holds them
-/// exactly; floats must be finite (`1e999` parses as infinity), and an
-/// `f32` field takes the nearest `f32` of a value within its range.
-/// Anything else is refused, never rounded or clamped silently.
+/// Integers go into any numeric field that holds them exactly; floats
+/// must be finite (`1e999` parses as infinity), and an `f32` field takes
+/// the nearest `f32` of a value within its range. Anything else is
+/// refused, never rounded or clamped silently.
 fn encode_field(ty: FieldType, v: &Val<'_>, out: &mut Vec<u8>) -> std::result::Result<(), String> {
     let bad = || format!("{v} does not fit type {}", ty.name());
-    // Through i128/u128 the round trip cannot saturate: 2^63 as a float
-    // is not taken for i64::MAX.
-    let exact = |same: bool| match same {
-        true => Ok(()),
-        false => Err(format!("{v} is not exactly representable as {}", ty.name())),
-    };
     match (ty, v) {
+        (_, Val::I64(x)) => encode_int(ty, i128::from(*x), v, out)?,
+        (_, Val::U64(x)) => encode_int(ty, i128::from(*x), v, out)?,
         (FieldType::F64 | FieldType::F32, Val::F64(x)) if !x.is_finite() => {
             return Err(format!("{v} is not a finite number"))
         }
         (FieldType::F64, Val::F64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::F64, Val::I64(x)) => {
-            let f = *x as f64;
-            exact(f as i128 == i128::from(*x))?;
-            out.extend_from_slice(&f.to_le_bytes())
-        }
-        (FieldType::F64, Val::U64(x)) => {
-            let f = *x as f64;
-            exact(f as u128 == u128::from(*x))?;
-            out.extend_from_slice(&f.to_le_bytes())
-        }
         (FieldType::F32, Val::F64(x)) => {
             let f = *x as f32;
             if !f.is_finite() {
@@ -284,38 +270,51 @@ fn encode_field(ty: FieldType, v: &Val<'_>, out: &mut Vec<u8>) -> std::result::R
             }
             out.extend_from_slice(&f.to_le_bytes())
         }
-        (FieldType::F32, Val::I64(x)) => {
-            let f = *x as f32;
-            exact(f as i128 == i128::from(*x))?;
-            out.extend_from_slice(&f.to_le_bytes())
-        }
-        (FieldType::F32, Val::U64(x)) => {
-            let f = *x as f32;
-            exact(f as u128 == u128::from(*x))?;
-            out.extend_from_slice(&f.to_le_bytes())
-        }
-        (FieldType::I64, Val::I64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::I64, Val::U64(x)) => {
-            out.extend_from_slice(&i64::try_from(*x).map_err(|_| bad())?.to_le_bytes())
-        }
-        (FieldType::I32, Val::I64(x)) => {
-            out.extend_from_slice(&i32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
-        }
-        (FieldType::I32, Val::U64(x)) => {
-            out.extend_from_slice(&i32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
-        }
-        (FieldType::U64, Val::U64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-        (FieldType::U64, Val::I64(x)) => {
-            out.extend_from_slice(&u64::try_from(*x).map_err(|_| bad())?.to_le_bytes())
-        }
-        (FieldType::U32, Val::U64(x)) => {
-            out.extend_from_slice(&u32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
-        }
-        (FieldType::U32, Val::I64(x)) => {
-            out.extend_from_slice(&u32::try_from(*x).map_err(|_| bad())?.to_le_bytes())
-        }
         (FieldType::Bool, Val::Bool(b)) => out.push(u8::from(*b)),
         _ => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// An integer `n` (from an `i` or `u` value `v`) into a field of type
+/// `ty`. Through `i128` no conversion saturates: 2^63 as a float is not
+/// taken for `i64::MAX`.
+fn encode_int(
+    ty: FieldType,
+    n: i128,
+    v: &Val<'_>,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
+    let bad = || format!("{v} does not fit type {}", ty.name());
+    let inexact = || format!("{v} is not exactly representable as {}", ty.name());
+    match ty {
+        FieldType::F64 => {
+            let f = n as f64;
+            if f as i128 != n {
+                return Err(inexact());
+            }
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        FieldType::F32 => {
+            let f = n as f32;
+            if f as i128 != n {
+                return Err(inexact());
+            }
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        FieldType::I64 => {
+            out.extend_from_slice(&i64::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::I32 => {
+            out.extend_from_slice(&i32::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::U64 => {
+            out.extend_from_slice(&u64::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::U32 => {
+            out.extend_from_slice(&u32::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::Bool => return Err(bad()),
     }
     Ok(())
 }

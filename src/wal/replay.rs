@@ -136,9 +136,7 @@ pub fn replay(
         let last = i + 1 == n;
         let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         out.last_segment = out.last_segment.max(no);
-        let never_written =
-            data.len() < segment::SEGMENT_HEADER_LEN || data.iter().all(|b| *b == 0);
-        if never_written && last {
+        if segment::never_written(&data) && last {
             // Crashed while creating the segment: nothing in it was acked.
             if repair {
                 tracing::warn!(

@@ -123,6 +123,13 @@ pub fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// Whether a segment's bytes show it was never written: shorter than its
+/// header, or all zeros (a crash while it was created, before its header
+/// reached the disk). Nothing in such a segment was acknowledged.
+pub fn never_written(data: &[u8]) -> bool {
+    data.len() < SEGMENT_HEADER_LEN || data.iter().all(|b| *b == 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
