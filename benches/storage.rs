@@ -149,6 +149,9 @@ fn write_hfile(backend: &dyn Backend, dir: &std::path::Path, n: u64, cells: &[u8
         expected_cells: HFILE_CELLS as usize,
         created_ms: FLEET_T0_MS,
         direct: telestore::Options::default().direct_hfile_writes,
+        encoding: telestore::schema::BlockEncoding::Rows,
+        field_types: Vec::new(),
+        pco_level: 0,
     };
     let path = dir.join(format!("{n:016}.hfile"));
     let width = cell::cell_width(schema.fields_width());

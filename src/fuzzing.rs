@@ -2,7 +2,7 @@
 //! cargo-fuzz targets in `fuzz/` and the seeded smoke tests in
 //! `tests/fuzz_smoke.rs` call exactly these functions.
 
-use crate::hfile::{block, reader, sections};
+use crate::hfile::{block, columnar, reader, sections};
 use crate::{key, manifest, wal};
 
 /// Row key decoding.
@@ -52,6 +52,16 @@ pub fn hfile_block(data: &[u8]) {
     let _ = block::decode(rest, crate::cell::cell_width(usize::from(*w)));
 }
 
+/// A columnar block body without the block's checksum in the way: the
+/// first byte picks the cell count (1..=256), the second the field width.
+pub fn columnar_block(data: &[u8]) {
+    let [n, w, body @ ..] = data else {
+        return;
+    };
+    let width = crate::cell::cell_width(usize::from(*w));
+    let _ = columnar::decode(body, usize::from(*n) + 1, width);
+}
+
 /// An HFile trailer.
 pub fn hfile_trailer(data: &[u8]) {
     let _ = sections::Trailer::decode(data, data.len() as u64 + 1_000_000);
@@ -96,6 +106,7 @@ pub const TARGETS: &[Target] = &[
     ("wal_segment", wal_segment),
     ("wal_segment_header", wal_segment_header),
     ("hfile_block", hfile_block),
+    ("columnar_block", columnar_block),
     ("hfile_trailer", hfile_trailer),
     ("hfile_file", hfile_file),
     ("manifest_log", manifest_log),

@@ -9,7 +9,7 @@ use common::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use telestore::schema::TableOptions;
+use telestore::schema::{BlockEncoding, TableOptions};
 use telestore::{Compression, Durability, Order, Store};
 
 /// (device, ts) -> versions, newest first (values of `v`).
@@ -21,10 +21,12 @@ const TS_SPAN: i64 = 60;
 fn options(rng: &mut SmallRng) -> TableOptions {
     let compression =
         [Compression::None, Compression::Snappy, Compression::Zstd(1)][rng.gen_range(0..3)];
+    let encoding = [BlockEncoding::Rows, BlockEncoding::Columnar][rng.gen_range(0..2)];
     TableOptions {
         max_versions: 3,
         compression,
         block_size_bytes: 1024,
+        encoding,
         ..TableOptions::default()
     }
 }

@@ -26,6 +26,7 @@ use telestore::manifest::record::{decode_framed, fuzz_decode_manifest, Framed};
 use telestore::manifest::{DeviceEntry, FileMeta, Manifest, Record, RegionDef};
 use telestore::region::{pre_split_starts, route};
 use telestore::schema::batch::push_row;
+use telestore::schema::BlockEncoding;
 use telestore::wal::frame::{self, Decoded, Entry, EntryKind};
 use telestore::wal::segment;
 use telestore::wal::Recovery;
@@ -61,8 +62,8 @@ const REG_NAME: &str = "truck-42";
 const REG_TAG: (&str, &str) = ("fleet", "east");
 /// Offset of the fixture manifest's last record (the Device record) and the
 /// fixture manifest's length.
-const DEVICE_AT: usize = 242;
-const MANIFEST_LEN: usize = 288;
+const DEVICE_AT: usize = 243;
+const MANIFEST_LEN: usize = 289;
 
 const SEGMENT_NAME: &str = "0000000000000001.wal";
 const HFILE_NAME: &str = "0000000000000001.hfile";
@@ -100,6 +101,10 @@ fn hfile_path() -> PathBuf {
         .join(TABLE_ID.to_string())
         .join(HFILE_NAME)
 }
+fn manifest_v3_path() -> PathBuf {
+    fixtures().join("manifest_v3/MANIFEST")
+}
+
 fn manifest_path() -> PathBuf {
     store_dir().join("MANIFEST")
 }
@@ -291,6 +296,9 @@ fn generate_hfile(path: &Path, direct: bool) -> u64 {
             expected_cells: HFILE_CELLS.len(),
             created_ms: CREATED_MS,
             direct,
+            encoding: telestore::schema::BlockEncoding::Rows,
+            field_types: Vec::new(),
+            pco_level: 0,
         },
     )
     .unwrap();
@@ -1097,7 +1105,7 @@ fn hfile_corruption_is_handled_as_specified() {
     assert_corrupt_at(r, HFILE_NAME, 0);
     // Intact checksums, bad contents.
     let r = open_changed(&p, |b| {
-        b[450 + 4] = 2;
+        b[450 + 4] = 3;
         fix_hfile_checksums(b);
     });
     assert!(
@@ -1105,7 +1113,7 @@ fn hfile_corruption_is_handled_as_specified() {
             r,
             Err(Error::UnsupportedVersion {
                 what: "hfile",
-                version: 2
+                version: 3
             })
         ),
         "{r:?}"
@@ -1179,6 +1187,9 @@ fn hfile_seq_range_without_cells() {
                 expected_cells: 0,
                 created_ms: CREATED_MS,
                 direct: false,
+                encoding: telestore::schema::BlockEncoding::Rows,
+                field_types: Vec::new(),
+                pco_level: 0,
             },
         )
         .unwrap();
@@ -1318,7 +1329,7 @@ fn manifest_follows_the_spec() {
     let b = read(&manifest_path());
     assert_eq!(b.len(), MANIFEST_LEN);
     assert_eq!(&b[0..4], b"TSMF");
-    assert_eq!(u32_at(&b, 4), 3, "manifest version");
+    assert_eq!(u32_at(&b, 4), 4, "manifest version");
     assert_eq!(u32_at(&b, 8), crc32c::crc32c(&b[0..8]));
     let recs = hand_records(&b);
     assert_eq!(recs.len(), 4);
@@ -1335,7 +1346,7 @@ fn manifest_follows_the_spec() {
 
     // CreateTable: schema, then the region map.
     let (pos, p) = &recs[1];
-    assert_eq!((*pos, p.len()), (33, 103));
+    assert_eq!((*pos, p.len()), (33, 104));
     assert_eq!((p[0], u32_at(p, 1)), (1, TABLE_ID));
     assert_eq!(u16_at(p, 5), 8);
     assert_eq!(&p[7..15], TABLE_NAME.as_bytes());
@@ -1343,29 +1354,30 @@ fn manifest_follows_the_spec() {
     assert_eq!(u16_at(p, 17), 5);
     assert_eq!(&p[19..24], b"value");
     assert_eq!(p[24], 5, "u64");
-    let o = &p[25..51];
+    let o = &p[25..52];
     assert_eq!(i64_at(o, 0), 0, "no ttl");
     assert_eq!(u32_at(o, 8), 1, "max_versions");
     assert_eq!((o[12], u32_at(o, 13)), (0, 0), "codec none, level 0");
     assert_eq!(u32_at(o, 17), 64 * 1024, "block_size_bytes");
     assert_eq!((o[21], u32_at(o, 22)), (1, REGIONS), "bloom, regions");
-    assert_eq!(u32_at(p, 51), REGIONS, "next_region_id");
-    assert_eq!(u32_at(p, 55), REGIONS, "region count");
+    assert_eq!(o[26], 0, "encoding rows");
+    assert_eq!(u32_at(p, 52), REGIONS, "next_region_id");
+    assert_eq!(u32_at(p, 56), REGIONS, "region count");
     let starts = hand_pre_split(REGIONS);
     assert_eq!(starts, [[0u8; 18], prefix_key(0x8000)]);
     for (i, start) in starts.iter().enumerate() {
-        let r = &p[59 + 22 * i..59 + 22 * (i + 1)];
+        let r = &p[60 + 22 * i..60 + 22 * (i + 1)];
         assert_eq!(u32_at(r, 0), i as u32, "region {i} id");
         assert_eq!(&r[4..22], start, "region {i} start");
     }
-    assert_eq!(p.len(), 59 + 22 * REGIONS as usize);
+    assert_eq!(p.len(), 60 + 22 * REGIONS as usize);
 
     // Files, naming the region that holds the fixture device's keys.
     let key = hand_key(DEVICE, T0_MS);
     let region = starts.iter().rposition(|s| *s <= key).unwrap() as u32;
     assert_eq!(region, 1, "prefix d5a6 lies in the upper half");
     let (pos, p) = &recs[2];
-    assert_eq!((*pos, p.len()), (148, 82));
+    assert_eq!((*pos, p.len()), (149, 82));
     assert_eq!((p[0], u32_at(p, 1), u32_at(p, 5)), (2, TABLE_ID, region));
     assert_eq!((p[9], u64_at(p, 10)), (1, 4), "flushed_seq = Some(4)");
     assert_eq!(u32_at(p, 18), 1, "one added file");
@@ -1418,7 +1430,7 @@ fn manifest_is_accepted_by_the_crate() {
                 next_region_id,
                 ..
             },
-            115,
+            116,
         ) => {
             assert_eq!((table_id, next_region_id), (TABLE_ID, REGIONS));
             assert_eq!(regions, fixture_regions());
@@ -1467,7 +1479,7 @@ fn devices(s: &telestore::manifest::State) -> Vec<(u64, DeviceEntry)> {
 #[test]
 fn manifest_create_table_is_what_a_new_store_writes() {
     // `Store::create_table` of the fixture schema on a new store writes the
-    // fixture's first 148 bytes: header, FileIdFloor, CreateTable with the
+    // fixture's first 149 bytes: header, FileIdFloor, CreateTable with the
     // pre-split region map.
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
@@ -1484,7 +1496,7 @@ fn manifest_create_table_is_what_a_new_store_writes() {
         .map(|r| r.id)
         .collect();
     store.close().unwrap();
-    assert_eq!(b, read(&manifest_path())[..148]);
+    assert_eq!(b, read(&manifest_path())[..149]);
     assert_eq!(ids, [0, 1]);
 }
 
@@ -1551,10 +1563,10 @@ fn manifest_torn_append_is_dropped() {
         let s = r.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
         let want = match cut {
             0..=32 => ((0, 0, 0, 0), 0, 12),
-            33..=147 => ((0, 0, 0, 0), 0, 33),
-            148..=241 => ((1, 0, 0, 0), 0, 148),
-            242..=287 => ((1, 1, 4, 1), 0, 242),
-            _ => ((1, 1, 4, 1), 1, 288),
+            33..=148 => ((0, 0, 0, 0), 0, 33),
+            149..=242 => ((1, 0, 0, 0), 0, 149),
+            243..=288 => ((1, 1, 4, 1), 0, 243),
+            _ => ((1, 1, 4, 1), 1, 289),
         };
         let got = (summary(&s), s.devices.len(), len);
         assert_eq!(got, want, "cut at {cut}");
@@ -1593,32 +1605,32 @@ fn manifest_corruption_is_handled_as_specified() {
     // Rot in the last, complete record (the Device record): an error, never
     // dropped.
     let (r, len) = flipped(DEVICE_AT + 12 + 20);
-    assert_manifest_checksum_at(r, 242);
-    assert_eq!(len, 288, "nothing is cut");
+    assert_manifest_checksum_at(r, 243);
+    assert_eq!(len, 289, "nothing is cut");
     let (r, _) = flipped(DEVICE_AT + 1);
-    assert_manifest_checksum_at(r, 242);
+    assert_manifest_checksum_at(r, 243);
     let (r, _) = open_manifest_changed(|b| b[260..].fill(0));
-    assert_manifest_checksum_at(r, 242);
+    assert_manifest_checksum_at(r, 243);
     // Damage before the last record.
-    let (r, len) = flipped(148 + 12 + 20);
-    assert_manifest_checksum_at(r, 148);
-    assert_eq!(len, 288, "nothing is cut");
-    let (r, _) = flipped(148 + 1);
-    assert_manifest_checksum_at(r, 148);
+    let (r, len) = flipped(149 + 12 + 20);
+    assert_manifest_checksum_at(r, 149);
+    assert_eq!(len, 289, "nothing is cut");
+    let (r, _) = flipped(149 + 1);
+    assert_manifest_checksum_at(r, 149);
     let (r, _) = open_manifest_changed(|b| b[200..DEVICE_AT].fill(0));
-    assert_manifest_checksum_at(r, 148);
+    assert_manifest_checksum_at(r, 149);
     let (r, _) = flipped(33 + 12 + 10);
     assert_manifest_checksum_at(r, 33);
     let (r, _) = flipped(33 + 12 + 70); // in the region map
     assert_manifest_checksum_at(r, 33);
     let (r, _) = flipped(12 + 4); // payload_crc is covered by header_crc
     assert_manifest_checksum_at(r, 12);
-    let (r, _) = open_manifest_changed(|b| b[33..148].fill(0));
+    let (r, _) = open_manifest_changed(|b| b[33..149].fill(0));
     assert_manifest_checksum_at(r, 33);
     // Valid checksums, invalid contents: Corrupt, even as the last record.
     let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&[9, 0, 0])));
-    assert_corrupt_at(r, "MANIFEST", 288);
-    assert_eq!(len, 288 + 15);
+    assert_corrupt_at(r, "MANIFEST", 289);
+    assert_eq!(len, 289 + 15);
     let (r, _) = open_manifest_changed(|b| {
         let mut h = ((16u32 << 20) + 1).to_le_bytes().to_vec();
         h.extend_from_slice(&[0; 4]);
@@ -1626,17 +1638,17 @@ fn manifest_corruption_is_handled_as_specified() {
         h.extend_from_slice(&c.to_le_bytes());
         b.extend(h);
     });
-    assert_corrupt_at(r, "MANIFEST", 288);
+    assert_corrupt_at(r, "MANIFEST", 289);
     let (r, _) = open_manifest_changed(|b| {
-        let again = b[33..148].to_vec(); // CreateTable of table 1, again
+        let again = b[33..149].to_vec(); // CreateTable of table 1, again
         b.extend(again);
     });
-    assert_corrupt_at(r, "MANIFEST", 288);
+    assert_corrupt_at(r, "MANIFEST", 289);
     // A Split payload one byte short, or with a byte too many.
     let p = split_payload(1, &prefix_key(0xc000), 2, 3);
     for bad in [p[..34].to_vec(), [&p[..], &[0]].concat()] {
         let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&bad)));
-        assert_corrupt_at(r, "MANIFEST", 288);
+        assert_corrupt_at(r, "MANIFEST", 289);
     }
     // A region map that does not start at the zero key, or is not sorted.
     for map in [
@@ -1649,7 +1661,7 @@ fn manifest_corruption_is_handled_as_specified() {
         vec![(0, [0; 18]), (0, prefix_key(0x8000))],
     ] {
         let (r, _) = open_manifest_changed(|b| {
-            let mut p = recs_payload(b, 1)[..51].to_vec();
+            let mut p = recs_payload(b, 1)[..52].to_vec();
             p[1] = 2; // table 2
             p[7] = b'x'; // "xeadings"
             p.extend_from_slice(&(map.len() as u32).to_le_bytes());
@@ -1660,7 +1672,7 @@ fn manifest_corruption_is_handled_as_specified() {
             }
             b.extend(hand_record(&p));
         });
-        assert_corrupt_at(r, "MANIFEST", 288);
+        assert_corrupt_at(r, "MANIFEST", 289);
     }
     // Header.
     let (r, _) = flipped(5);
@@ -1669,8 +1681,9 @@ fn manifest_corruption_is_handled_as_specified() {
         "manifest header CRC: {r:?}"
     );
     // Other versions are refused: v1 (tables without regions), v2 (no
-    // device registry; a v3 reader does not read it) and later ones.
-    for v in [1u8, 2, 4] {
+    // device registry; a v4 reader does not read it) and later ones. (v3
+    // is read: `manifest_v3_is_read_and_upgraded`.)
+    for v in [1u8, 2, 5] {
         let (r, _) = open_manifest_changed(|b| {
             b[4] = v;
             let c = crc32c::crc32c(&b[0..8]);
@@ -1728,7 +1741,7 @@ fn manifest_split_and_merge_records_are_applied() {
     // parent's file and inherit its flushed_seq.
     let (r, len) = open_manifest_changed(|b| b.extend(&split));
     let s = r.unwrap();
-    assert_eq!(len, 288 + 47);
+    assert_eq!(len, 289 + 47);
     assert_eq!(
         region_map(&s),
         [
@@ -1791,9 +1804,9 @@ fn manifest_split_and_merge_records_are_applied() {
     );
     assert_eq!(recs[1].1, device_payload(REG_ID, REG_NAME, &[REG_TAG]));
     let p = &recs[2].1;
-    assert_eq!((u32_at(p, 51), u32_at(p, 55)), (4, 3), "next id, count");
+    assert_eq!((u32_at(p, 52), u32_at(p, 56)), (4, 3), "next id, count");
     let map: Vec<(u32, &[u8])> = (0..3)
-        .map(|i| (u32_at(p, 59 + 22 * i), &p[63 + 22 * i..81 + 22 * i]))
+        .map(|i| (u32_at(p, 60 + 22 * i), &p[64 + 22 * i..82 + 22 * i]))
         .collect();
     assert_eq!(
         map,
@@ -1805,6 +1818,63 @@ fn manifest_split_and_merge_records_are_applied() {
     );
     let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
     assert_eq!(m.state(), &want);
+}
+
+/// Payload of a `TableEncoding` record, by hand (manifest.md, tag 7).
+fn encoding_payload(table: u32, encoding: u8) -> Vec<u8> {
+    let mut p = vec![7];
+    p.extend_from_slice(&table.to_le_bytes());
+    p.push(encoding);
+    p
+}
+
+#[test]
+fn manifest_table_encoding_record_is_applied() {
+    let framed = hand_record(&encoding_payload(TABLE_ID, 1));
+    let want = Record::TableEncoding {
+        table_id: TABLE_ID,
+        encoding: BlockEncoding::Columnar,
+    };
+    assert!(matches!(decode_framed(&framed), Framed::Record(ref r, 18) if *r == want));
+    let mut enc = Vec::new();
+    want.encode(&mut enc);
+    assert_eq!(enc, framed, "the crate writes the documented bytes");
+    let (r, len) = open_manifest_changed(|b| b.extend(&framed));
+    let s = r.unwrap();
+    assert_eq!(
+        s.tables[&TABLE_ID].schema.options.encoding,
+        BlockEncoding::Columnar
+    );
+    assert_eq!(len, MANIFEST_LEN as u64 + 18);
+    let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&encoding_payload(9, 1))));
+    assert_corrupt_at(r, "MANIFEST", MANIFEST_LEN as u64);
+    let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&encoding_payload(TABLE_ID, 2))));
+    assert_corrupt_at(r, "MANIFEST", MANIFEST_LEN as u64);
+}
+
+#[test]
+fn manifest_v3_is_read_and_upgraded() {
+    // The fixture as version 3 wrote it: the same records, table options
+    // without the encoding byte.
+    let v3 = read(&manifest_v3_path());
+    assert_eq!((v3.len(), u32_at(&v3, 4)), (MANIFEST_LEN - 1, 3));
+    assert_eq!(fuzz_decode_manifest(&v3).unwrap(), 4);
+    let want = Manifest::open_read_only(&store_dir(), Arc::new(StdBackend)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("MANIFEST");
+    std::fs::write(&p, &v3).unwrap();
+    let m = Manifest::open_read_only(tmp.path(), Arc::new(StdBackend)).unwrap();
+    assert_eq!(m.state(), want.state(), "v3 reads as the v4 fixture");
+    drop(m);
+    assert_eq!(read(&p), v3, "a read-only open changes nothing");
+    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    assert_eq!(m.state(), want.state());
+    drop(m);
+    let b = read(&p);
+    assert_eq!(u32_at(&b, 4), 4, "a read-write open rewrites it as v4");
+    assert!(fuzz_decode_manifest(&b).unwrap() >= 4, "a snapshot of the state");
+    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    assert_eq!(m.state(), want.state(), "and it reads back the same");
 }
 
 #[test]
@@ -1821,11 +1891,12 @@ fn manifest_spec_example_is_current() {
     assert!(spec.contains(&format!("({len} bytes")), "fixture length");
     b.extend(hand_record(&split_payload(1, &prefix_key(0xc000), 2, 3)));
     b.extend(hand_record(&merge_payload(2, 3, 4)));
+    b.extend(hand_record(&encoding_payload(TABLE_ID, 1)));
     let mut crcs = vec![u32_at(&b, 8)];
     for (pos, _) in hand_records(&b) {
         crcs.extend([u32_at(&b, pos + 4), u32_at(&b, pos + 8)]);
     }
-    assert_eq!(crcs.len(), 13);
+    assert_eq!(crcs.len(), 15);
     for c in crcs {
         let shown = format!("= 0x{c:08x}");
         assert!(spec.contains(&shown), "formats/manifest.md lacks {shown}");
@@ -1857,8 +1928,8 @@ fn manifest_bad_splits_and_merges_are_corrupt() {
         ("right id below next", split_payload(1, &mid, 2, 0)),
     ] {
         let (r, len) = open_manifest_changed(|b| b.extend(hand_record(&p)));
-        assert_edit_corrupt_at(r, 288, what);
-        assert_eq!(len, 288 + 47, "{what}: nothing is cut");
+        assert_edit_corrupt_at(r, 289, what);
+        assert_eq!(len, 289 + 47, "{what}: nothing is cut");
     }
     // After a split at c000: 0 = [0, 8000), 2 = [8000, c000), 3 = [c000,
     // end); next_region_id = 4.
@@ -1880,7 +1951,7 @@ fn manifest_bad_splits_and_merges_are_corrupt() {
             b.extend(&split);
             b.extend(hand_record(&p));
         });
-        assert_edit_corrupt_at(r, 288 + 47, what);
+        assert_edit_corrupt_at(r, 289 + 47, what);
     }
 }
 
@@ -2123,8 +2194,11 @@ fn fixture_store_directory_opens_and_reads() {
     // older row, its point delete and the range tombstone go right.
     let inside = hand_record(&split_payload(1, &hand_key(DEVICE, T0_MS), 2, 3));
     let merge = hand_record(&merge_payload(2, 3, 4));
-    let variants: [(&str, Vec<u8>, &[u32]); 4] = [
+    let columnar = hand_record(&encoding_payload(TABLE_ID, 1));
+    let variants: [(&str, Vec<u8>, &[u32]); 6] = [
         ("as written", base.clone(), &[0, 1]),
+        ("version 3", read(&manifest_v3_path()), &[0, 1]),
+        ("now columnar", [&base[..], &columnar].concat(), &[0, 1]),
         ("split at c000", [&base[..], &mid].concat(), &[0, 2, 3]),
         (
             "split inside the device",
@@ -2163,6 +2237,14 @@ fn fixture_store_directory_opens_and_reads() {
             store.get(TABLE_NAME, DEVICE, T0_MS).unwrap().is_none(),
             "{what}"
         );
+        let encoding = store.schema(TABLE_NAME).unwrap().options.encoding;
+        assert_eq!(encoding == BlockEncoding::Columnar, what == "now columnar");
         store.close().unwrap();
+        let m = read(&dir.join("MANIFEST"));
+        assert_eq!(
+            u32_at(&m, 4),
+            4,
+            "{what}: a read-write open leaves version 4"
+        );
     }
 }

@@ -18,10 +18,12 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use telestore::cell::{self, CellKind, RangeTombstone};
+use telestore::hfile::columnar::{self, ColumnarConfig};
 use telestore::hfile::{block, reader, sections, HFileWriter, WriterOptions};
 use telestore::io::StdBackend;
 use telestore::key::{self, DeviceId};
 use telestore::manifest::record::{self as mrec, FileMeta, Record};
+use telestore::schema::{BlockEncoding, FieldType};
 use telestore::wal::{frame, segment};
 use telestore::{fuzzing, testkit, Compression};
 
@@ -298,12 +300,49 @@ fn blocks() -> Vec<Vec<u8>> {
         let back = block::decode(&b[1..], width).expect("valid block");
         assert_eq!(back, raw, "{codec}");
         out.push(b);
+        let mut b = vec![READINGS_FIELDS_WIDTH as u8];
+        let cfg = ColumnarConfig {
+            pco_level: 4,
+            compression: codec,
+        };
+        let types = [FieldType::F64; READINGS_FIELDS_WIDTH / 8];
+        block::encode_columnar(&raw, cells, width, &types, cfg, &mut b).expect("columnar");
+        assert_eq!(block::decode(&b[1..], width).expect("valid block"), raw);
+        out.push(b);
+    }
+    out
+}
+
+/// Columnar bodies as the `columnar_block` target takes them: cell count
+/// − 1, fields width, body.
+fn columnar_bodies() -> Vec<Vec<u8>> {
+    let width = cell::cell_width(READINGS_FIELDS_WIDTH);
+    let types = [FieldType::F64; READINGS_FIELDS_WIDTH / 8];
+    let mut out = Vec::new();
+    for (devices, rounds) in [(1, 1), (3, 20), (16, 16)] {
+        let (raw, cells) = fleet_cells(devices, rounds, devices == 3);
+        let cfg = ColumnarConfig {
+            pco_level: 8,
+            compression: Compression::Zstd(1),
+        };
+        let mut b = vec![(cells - 1) as u8, READINGS_FIELDS_WIDTH as u8];
+        columnar::encode(&raw, width, &types, cfg, &mut b).expect("columnar");
+        assert_eq!(
+            columnar::decode(&b[2..], cells as usize, width).expect("valid"),
+            raw
+        );
+        out.push(b);
     }
     out
 }
 
 /// Write a small HFile and return its bytes (without the width byte).
-fn hfile_image(compression: Compression, bloom: bool, tombstones: &[RangeTombstone]) -> Vec<u8> {
+fn hfile_image(
+    compression: Compression,
+    bloom: bool,
+    tombstones: &[RangeTombstone],
+    encoding: BlockEncoding,
+) -> Vec<u8> {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("seed.hfile");
     let (raw, cells) = fleet_cells(6, 40, !tombstones.is_empty());
@@ -317,6 +356,9 @@ fn hfile_image(compression: Compression, bloom: bool, tombstones: &[RangeTombsto
         expected_cells: cells as usize,
         created_ms: testkit::FLEET_T0_MS,
         direct: true,
+        encoding,
+        field_types: vec![FieldType::F64; READINGS_FIELDS_WIDTH / 8],
+        pco_level: 4,
     };
     let mut w = HFileWriter::create(&StdBackend, &path, opts).expect("create hfile");
     for c in raw.chunks_exact(cell::cell_width(READINGS_FIELDS_WIDTH)) {
@@ -425,6 +467,7 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     assert_eq!(scan.entries.len(), 3);
     m.insert("wal_segment", vec![seg]);
     m.insert("hfile_block", blocks());
+    m.insert("columnar_block", columnar_bodies());
     let tomb = RangeTombstone {
         device: DeviceId(2),
         from: testkit::FLEET_T0_MS,
@@ -432,9 +475,10 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
         seq: 10_000,
     };
     let images = [
-        hfile_image(Compression::Zstd(3), true, &[tomb]),
-        hfile_image(Compression::None, false, &[]),
-        hfile_image(Compression::Snappy, true, &[]),
+        hfile_image(Compression::Zstd(3), true, &[tomb], BlockEncoding::Rows),
+        hfile_image(Compression::None, false, &[], BlockEncoding::Rows),
+        hfile_image(Compression::Snappy, true, &[], BlockEncoding::Rows),
+        hfile_image(Compression::Zstd(1), true, &[tomb], BlockEncoding::Columnar),
     ];
     let mut trailers = Vec::new();
     let mut files = Vec::new();

@@ -21,6 +21,7 @@ fn catalog_persists_and_conflicting_schema_is_an_error() {
         block_size_bytes: 4096,
         bloom: false,
         regions: 8,
+        encoding: telestore::schema::BlockEncoding::Columnar,
     };
     let schema = small_schema("readings", opts);
     let store = open(dir.path(), Options::default());

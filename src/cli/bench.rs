@@ -76,6 +76,10 @@ pub struct IngestArgs {
     /// Seed of the trucks' random walks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Data block layout of the table: rows or columnar (default: the
+    /// table default).
+    #[arg(long, default_value_t = telestore::schema::TableOptions::default().encoding.name().to_string())]
+    encoding: String,
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
@@ -99,9 +103,10 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     let mut schema = readings_schema("readings");
     schema.options.compression = telestore::Compression::parse(&a.compression)?;
     schema.options.regions = a.regions;
+    schema.options.encoding = telestore::schema::BlockEncoding::parse(&a.encoding)?;
     store.create_table(schema)?;
     println!(
-        "telestore bench ingest: {} devices x {} rows ({} values, seed {}), batches of {}, {} writers, durability {}, {}, io {}",
+        "telestore bench ingest: {} devices x {} rows ({} values, seed {}), batches of {}, {} writers, durability {}, {} {}, io {}",
         a.devices,
         a.rows_per_device,
         a.values,
@@ -109,6 +114,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         a.batch,
         a.writers,
         durability.name(),
+        a.encoding,
         a.compression,
         store.io_kind().name()
     );
@@ -126,9 +132,19 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     println!("flush:   {:.2} s", t1.elapsed().as_secs_f64());
     let hbytes = dir_bytes(&a.dir.join("tables"))?;
     println!(
-        "disk:    {hbytes} bytes in HFiles = {:.1} bytes/row (raw row 72 bytes)",
+        "disk:    {hbytes} bytes in HFiles = {:.2} bytes/row after the flush (raw row 72 bytes)",
         hbytes as f64 / total as f64
     );
+    verify_and_scan(&store, &a, values, total)?;
+    let t2 = Instant::now();
+    store.compact("readings", true)?;
+    let hbytes = dir_bytes(&a.dir.join("tables"))?;
+    println!(
+        "major:   {:.2} s; {hbytes} bytes in HFiles = {:.2} bytes/row after a major compaction",
+        t2.elapsed().as_secs_f64(),
+        hbytes as f64 / total as f64
+    );
+    print_columns(&a.dir.join("tables"), total)?;
     verify_and_scan(&store, &a, values, total)?;
     long_scan(&store, &a, values)?;
     let st = store.stats();
@@ -142,6 +158,30 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     if !a.keep {
         std::fs::remove_dir_all(&a.dir).ok();
     }
+    Ok(())
+}
+
+/// Bytes per row of each column of the columnar blocks under `tables`
+/// (and of the rest of the files: block headers, index, bloom, info).
+fn print_columns(tables: &Path, total: u64) -> Result<()> {
+    let s = telestore::hfile::stats::dir_column_bytes(tables)?;
+    if s.columns.is_empty() {
+        return Ok(());
+    }
+    println!("columns: bytes/row (codec, outer compression) after the major compaction");
+    for c in &s.columns {
+        println!(
+            "  {:<28} {:>7.3}   {}",
+            c.column,
+            c.bytes as f64 / total as f64,
+            c.codecs
+        );
+    }
+    println!(
+        "  {:<28} {:>7.3}   (block headers, index, bloom, info, trailer; rows blocks)",
+        "rest of the files",
+        s.other_bytes as f64 / total as f64
+    );
     Ok(())
 }
 

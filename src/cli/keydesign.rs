@@ -488,6 +488,9 @@ fn flush_path(lay: &Layout, fleet: &Fleet, limit: usize, dir: &Path) -> Result<(
                 expected_cells: order.len(),
                 created_ms: 0,
                 direct: false, // a study: files are read right back
+                encoding: telestore::schema::BlockEncoding::Rows,
+                field_types: Vec::new(),
+                pco_level: 0,
             },
         )?;
         for (_, i) in order {

@@ -1,9 +1,11 @@
-//! `telestore table create|list`.
+//! `telestore table create|alter|list`.
 
 use super::DirArg;
 use anyhow::Result;
 use clap::Subcommand;
-use telestore::schema::{parse_duration_ms, Compression, Field, TableOptions, TableSchema};
+use telestore::schema::{
+    parse_duration_ms, BlockEncoding, Compression, Field, TableOptions, TableSchema,
+};
 use telestore::{Options, Store};
 
 #[derive(Subcommand, Debug)]
@@ -34,6 +36,22 @@ pub enum TableCmd {
         /// prefix (1..=65536).
         #[arg(long, default_value_t = 16)]
         regions: u32,
+        /// Data block layout: `rows` (whole cells, then the compression) or
+        /// `columnar` (keys as runs, each field its own pco-coded column;
+        /// several times smaller for telemetry).
+        #[arg(long, default_value_t = TableOptions::default().encoding.name().to_string())]
+        encoding: String,
+        #[command(flatten)]
+        dir: DirArg,
+    },
+    /// Change a table's block encoding. New flushes and compactions write
+    /// it; existing files move over as they compact (`telestore compact
+    /// --major TABLE` converts them all now).
+    Alter {
+        name: String,
+        /// rows or columnar.
+        #[arg(long)]
+        encoding: String,
         #[command(flatten)]
         dir: DirArg,
     },
@@ -55,6 +73,7 @@ pub fn run(cmd: TableCmd) -> Result<()> {
             block_size,
             no_bloom,
             regions,
+            encoding,
             dir,
         } => {
             let fields = fields
@@ -68,11 +87,24 @@ pub fn run(cmd: TableCmd) -> Result<()> {
                 block_size_bytes: block_size,
                 bloom: !no_bloom,
                 regions,
+                encoding: BlockEncoding::parse(&encoding)?,
             };
             let schema = TableSchema::new(&name, fields, options)?;
             let store = Store::open(&dir.dir, Options::default())?;
             let id = store.create_table(schema)?;
             println!("table {name} (id {id}) ready in {}", dir.dir.display());
+            store.close()?;
+            Ok(())
+        }
+        TableCmd::Alter {
+            name,
+            encoding,
+            dir,
+        } => {
+            let encoding = BlockEncoding::parse(&encoding)?;
+            let store = Store::open(&dir.dir, Options::default())?;
+            store.set_table_encoding(&name, encoding)?;
+            println!("table {name}: new files are {encoding}");
             store.close()?;
             Ok(())
         }
@@ -87,7 +119,7 @@ pub fn run(cmd: TableCmd) -> Result<()> {
                     .collect();
                 let o = &s.options;
                 println!(
-                    "{name}\trow {} bytes\tfields {}\tttl {}\tversions {}\t{}\tblock {}\tbloom {}\tregions {}",
+                    "{name}\trow {} bytes\tfields {}\tttl {}\tversions {}\t{}\tblock {}\tbloom {}\tregions {}\tencoding {}",
                     s.row_width(),
                     fields.join(","),
                     o.ttl_ms.map_or("none".to_string(), |t| format!("{t}ms")),
@@ -95,7 +127,8 @@ pub fn run(cmd: TableCmd) -> Result<()> {
                     o.compression,
                     o.block_size_bytes,
                     o.bloom,
-                    o.regions
+                    o.regions,
+                    o.encoding
                 );
             }
             store.close()?;

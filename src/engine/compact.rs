@@ -12,7 +12,7 @@
 //! minor check after every flush, whole-file TTL drops and scheduled
 //! majors from the monitor thread, and `Store::compact` on demand.
 
-use super::flush::{meta_of, write_hfile};
+use super::flush::{meta_of, write_hfile, Output};
 use super::table::{Region, Table};
 use super::{Shared, Store};
 use crate::cell::RangeTombstone;
@@ -209,24 +209,16 @@ fn merge_files(
     let expected = inputs.iter().map(|f| f.info().cells as usize).sum();
     let mut counts = filter::MergeCounts::default();
     // Compaction output is not put in the cache: it rewrites old data.
-    let file = write_hfile(
-        shared,
-        t,
-        o.compression,
-        expected,
-        &keep_tombs,
-        false,
-        |w| {
-            counts = filter::merge(sources, &mut f, |c| {
-                if shared.closing.load(Relaxed) {
-                    return Err(Error::Closed);
-                }
-                w.add(c)
-            })?;
-            pause_point("compact-writing");
-            Ok(())
-        },
-    )?;
+    let file = write_hfile(shared, t, Output::Compaction, expected, &keep_tombs, |w| {
+        counts = filter::merge(sources, &mut f, |c| {
+            if shared.closing.load(Relaxed) {
+                return Err(Error::Closed);
+            }
+            w.add(c)
+        })?;
+        pause_point("compact-writing");
+        Ok(())
+    })?;
     if counts.cells_out == 0 && keep_tombs.is_empty() {
         discard(shared, &file);
         return Ok((None, counts.cells_in, 0));

@@ -8,10 +8,10 @@ use super::table::{Region, Table};
 use super::Shared;
 use crate::cell;
 use crate::error::Result;
+use crate::hfile::writer::PCO_LEVEL_FLUSH;
 use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::Memstore;
-use crate::schema::Compression;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -125,9 +125,7 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     let width = cell::cell_width(t.schema.fields_width());
     let (lo, hi) = ([0u8; crate::key::KEY_LEN], crate::hfile::writer::KEY_MAX);
     let tombs = mem.range_tombstones();
-    let codec = t.schema.options.compression.for_flush();
-    let warm = shared.opts.cache_flushed_blocks;
-    write_hfile(shared, t, codec, mem.cell_count(), &tombs, warm, |w| {
+    write_hfile(shared, t, Output::Flush, mem.cell_count(), &tombs, |w| {
         let mut buf = Vec::with_capacity(FLUSH_CHUNK_CELLS * width);
         let mut after = None;
         loop {
@@ -144,34 +142,46 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     })
 }
 
-/// Write a new HFile of table `t` with `compression`: `fill` adds the cells in order, then
+/// What a new HFile is for: how hard it is compressed and whether its
+/// blocks go into the block cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// On the ingest path: zstd at most level 1, pco at
+    /// [`PCO_LEVEL_FLUSH`]; blocks cached when
+    /// `Options::cache_flushed_blocks`.
+    Flush,
+    /// The table's own levels; not cached (it rewrites old data).
+    Compaction,
+}
+
+/// Write a new HFile of table `t` in the table's current block encoding:
+/// `fill` adds the cells in order, then
 /// the file gets `tombs`, is fsynced under a temporary name, renamed,
 /// the directory fsynced, and the file opened (checked). On any error the
 /// temporary file is removed. The caller records it in the manifest.
 pub fn write_hfile(
     shared: &Shared,
     t: &Table,
-    compression: Compression,
+    output: Output,
     expected_cells: usize,
     tombs: &[crate::cell::RangeTombstone],
-    warm: bool,
     fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
 ) -> Result<Arc<HFileReader>> {
     let file_id = shared.next_file_id();
     let dir = table_dir(shared, t.id);
     let dest = dir.join(file_name(file_id));
     let tmp = dir.join(format!("{}.tmp", file_name(file_id)));
-    let o = &t.schema.options;
-    let opts = WriterOptions {
-        table_id: t.id,
-        layout_id: t.schema.layout_id(),
-        fields_width: t.schema.fields_width(),
-        compression,
-        block_size_bytes: o.block_size_bytes as usize,
-        bloom: o.bloom,
-        expected_cells,
-        created_ms: shared.opts.clock.now_ms(),
-        direct: shared.opts.direct_hfile_writes,
+    let now = shared.opts.clock.now_ms();
+    let mut opts = WriterOptions::for_table(t.id, &t.schema, expected_cells, now);
+    opts.direct = shared.opts.direct_hfile_writes;
+    opts.encoding = t.encoding();
+    let warm = match output {
+        Output::Flush => {
+            opts.compression = opts.compression.for_flush();
+            opts.pco_level = PCO_LEVEL_FLUSH;
+            shared.opts.cache_flushed_blocks
+        }
+        Output::Compaction => false,
     };
     let created = HFileWriter::create(&*shared.backend, &tmp, opts).map(|w| match warm {
         true => w.warm_cache(shared.cache.clone(), file_id),

@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::io::{BackendRef, IoKind};
 use crate::key::DeviceId;
 use crate::manifest::{Manifest, Record, RegionDef};
-use crate::schema::{Batch, TableSchema};
+use crate::schema::{Batch, BlockEncoding, TableSchema};
 use crate::wal::WalWriter;
 use commit::{Msg, Op, WriteReq};
 use crossbeam_channel::{bounded, Sender};
@@ -359,7 +359,7 @@ impl Store {
             .write()
             .unwrap_or_else(|p| p.into_inner());
         if let Some(t) = tables.get(&schema.name) {
-            return match t.schema.diff(&schema) {
+            return match t.current_schema().diff(&schema) {
                 None => Ok(t.id),
                 Some(detail) => Err(Error::SchemaConflict {
                     name: schema.name.clone(),
@@ -414,9 +414,36 @@ impl Store {
         Ok(id)
     }
 
-    /// Schema of a table.
+    /// Schema of a table (with its current block encoding).
     pub fn schema(&self, table: &str) -> Result<TableSchema> {
-        Ok(self.shared.table(table)?.schema.clone())
+        Ok(self.shared.table(table)?.current_schema())
+    }
+
+    /// Make flushes and compactions of `table` write `encoding` from now
+    /// on (durably: a manifest record). Files already written keep their
+    /// encoding until a compaction rewrites them; `compact --major`
+    /// converts a whole table.
+    pub fn set_table_encoding(&self, table: &str, encoding: BlockEncoding) -> Result<()> {
+        self.shared.check_writable("set table encoding")?;
+        let t = self.shared.table(table)?;
+        let _flushing = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if t.encoding() == encoding {
+            return Ok(());
+        }
+        let mut m = self.shared.manifest();
+        let done = m.append(&[Record::TableEncoding {
+            table_id: t.id,
+            encoding,
+        }]);
+        drop(m);
+        if let Err(e) = done {
+            return Err(match e {
+                Error::InvalidInput { .. } => e,
+                other => self.shared.poison(&other),
+            });
+        }
+        t.set_encoding(encoding);
+        Ok(())
     }
 
     /// Names of all tables, sorted.

@@ -7,8 +7,9 @@ use crate::key::RowKey;
 use crate::memstore::Memstore;
 use crate::region::hotspot::HotState;
 use crate::region::stats::RegionStats;
-use crate::schema::TableSchema;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use crate::schema::{BlockEncoding, TableSchema};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What a reader sees of a region at one moment.
@@ -183,17 +184,37 @@ pub struct Table {
     /// Bumped before a compaction swaps files: a read retries its
     /// snapshot when it changed meanwhile (see `Table::read_snapshot`).
     pub compaction_epoch: AtomicU64,
+    /// The block encoding new files get ([`BlockEncoding::code`]): the
+    /// schema's when opened, changed by `Store::set_table_encoding`.
+    encoding: AtomicU8,
 }
 
 impl Table {
     pub fn new(id: u32, schema: TableSchema, regions: Vec<Arc<Region>>) -> Self {
         Table {
             id,
-            schema,
             regions: RwLock::new(Arc::new(regions)),
             flush_lock: Mutex::new(()),
             compaction_epoch: AtomicU64::new(0),
+            encoding: AtomicU8::new(schema.options.encoding.code()),
+            schema,
         }
+    }
+
+    /// The schema with the table's current block encoding.
+    pub fn current_schema(&self) -> TableSchema {
+        let mut s = self.schema.clone();
+        s.options.encoding = self.encoding();
+        s
+    }
+
+    /// The block encoding flushes and compactions write now.
+    pub fn encoding(&self) -> BlockEncoding {
+        BlockEncoding::from_code(self.encoding.load(Relaxed)).unwrap_or_default()
+    }
+
+    pub(crate) fn set_encoding(&self, e: BlockEncoding) {
+        self.encoding.store(e.code(), Relaxed);
     }
 
     /// The current regions (a read sees a consistent list).

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! 0  magic      "TSBK"
-//! 4  kind       u8   1 = data
+//! 4  kind       u8   1 = data (row-major), 2 = columnar
 //! 5  codec      u8   0 none, 1 snappy, 2 zstd
 //! 6  reserved   u16  zero
 //! 8  cells      u32  cell count
@@ -12,9 +12,11 @@
 //! 24 body
 //! ```
 
+pub use super::columnar::BLOCK_KIND_COLUMNAR;
+use super::columnar::{self, ColumnarConfig};
 use crate::cell::{CellKind, CELL_HEAD_LEN};
 use crate::error::{Error, Result};
-use crate::schema::Compression;
+use crate::schema::{Compression, FieldType};
 use crate::util::bin::{crc, le_u32};
 use std::cell::RefCell;
 
@@ -27,6 +29,8 @@ pub const BLOCK_RAW_MAX: usize = 32 << 20;
 /// Parsed block header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockHeader {
+    /// [`BLOCK_KIND_DATA`] (row-major) or [`BLOCK_KIND_COLUMNAR`].
+    pub kind: u8,
     pub codec: u8,
     pub cells: u32,
     pub raw_len: u32,
@@ -43,6 +47,30 @@ thread_local! {
 pub fn encode(raw: &[u8], cells: u32, codec: Compression, out: &mut Vec<u8>) -> Result<()> {
     let start = out.len();
     out.extend_from_slice(&[0u8; BLOCK_HEADER_LEN]);
+    compress(raw, codec, out)?;
+    seal(out, start, BLOCK_KIND_DATA, codec.code(), cells, raw.len());
+    Ok(())
+}
+
+/// Encode `raw` (whole cells of `cell_width`, fields of `types`) into a
+/// complete columnar block appended to `out` ([`columnar`]).
+pub fn encode_columnar(
+    raw: &[u8],
+    cells: u32,
+    cell_width: usize,
+    types: &[FieldType],
+    cfg: ColumnarConfig,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; BLOCK_HEADER_LEN]);
+    columnar::encode(raw, cell_width, types, cfg, out)?;
+    seal(out, start, BLOCK_KIND_COLUMNAR, 0, cells, raw.len());
+    Ok(())
+}
+
+/// Append `raw` compressed with `codec` to `out`.
+pub(crate) fn compress(raw: &[u8], codec: Compression, out: &mut Vec<u8>) -> Result<()> {
     match codec {
         Compression::None => out.extend_from_slice(raw),
         Compression::Snappy => {
@@ -64,20 +92,25 @@ pub fn encode(raw: &[u8], cells: u32, codec: Compression, out: &mut Vec<u8>) -> 
             Ok(())
         })?,
     }
+    Ok(())
+}
+
+/// Fill in the header of the block that starts at `out[start]` and whose
+/// body is the rest of `out`: kind, codec, counts and the CRC.
+pub(crate) fn seal(out: &mut [u8], start: usize, kind: u8, codec: u8, cells: u32, raw_len: usize) {
     let body_len = (out.len() - start - BLOCK_HEADER_LEN) as u32;
     let h = &mut out[start..start + BLOCK_HEADER_LEN];
     h[0..4].copy_from_slice(&BLOCK_MAGIC);
-    h[4] = BLOCK_KIND_DATA;
-    h[5] = codec.code();
+    h[4] = kind;
+    h[5] = codec;
     h[8..12].copy_from_slice(&cells.to_le_bytes());
-    h[12..16].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+    h[12..16].copy_from_slice(&(raw_len as u32).to_le_bytes());
     h[16..20].copy_from_slice(&body_len.to_le_bytes());
     let c = crc32c::crc32c_append(
         crc(&out[start..start + 20]),
         &out[start + BLOCK_HEADER_LEN..],
     );
     out[start + 20..start + 24].copy_from_slice(&c.to_le_bytes());
-    Ok(())
 }
 
 fn zstd_err(e: std::io::Error) -> Error {
@@ -92,10 +125,11 @@ pub fn decode_header(b: &[u8]) -> Result<BlockHeader> {
     if b[0..4] != BLOCK_MAGIC {
         return Err(Error::decode("block header", "bad magic"));
     }
-    if b[4] != BLOCK_KIND_DATA {
+    if b[4] != BLOCK_KIND_DATA && b[4] != BLOCK_KIND_COLUMNAR {
         return Err(Error::decode("block header", format!("kind {}", b[4])));
     }
     let h = BlockHeader {
+        kind: b[4],
         codec: b[5],
         cells: le_u32(b, 8),
         raw_len: le_u32(b, 12),
@@ -147,12 +181,20 @@ pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, Block
             ),
         )));
     }
-    let raw = decompress(h.codec, body, h.raw_len as usize).map_err(BlockError::Other)?;
+    let raw = match h.kind {
+        BLOCK_KIND_COLUMNAR if h.codec != 0 => Err(Error::decode(
+            "block",
+            format!("codec {} on a columnar block", h.codec),
+        )),
+        BLOCK_KIND_COLUMNAR => columnar::decode(body, h.cells as usize, cell_width),
+        _ => decompress(h.codec, body, h.raw_len as usize),
+    }
+    .map_err(BlockError::Other)?;
     check_cells(&raw, h.cells, cell_width).map_err(BlockError::Other)?;
     Ok(raw)
 }
 
-fn decompress(codec: u8, body: &[u8], raw_len: usize) -> Result<Vec<u8>> {
+pub(crate) fn decompress(codec: u8, body: &[u8], raw_len: usize) -> Result<Vec<u8>> {
     let raw = match codec {
         0 => body.to_vec(),
         1 => {

@@ -4,8 +4,10 @@
 
 pub mod block;
 pub mod bloom;
+pub mod columnar;
 pub mod reader;
 pub mod sections;
+pub mod stats;
 pub mod writer;
 
 pub use reader::HFileReader;

@@ -10,6 +10,7 @@ use crate::cache::BlockCache;
 use crate::cell::{self, RangeTombstone};
 use crate::error::{Error, Result};
 use crate::key::{DeviceId, RowKey};
+use crate::schema::BlockEncoding;
 use crate::util::bin::crc;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -71,7 +72,7 @@ pub fn parse_sections(
         true => None,
         false => Some(Bloom::decode_owned(b).map_err(at(&t.bloom))?),
     };
-    let info = FileInfo::decode(&section(&t.info)?).map_err(at(&t.info))?;
+    let info = FileInfo::decode(&section(&t.info)?, t.version).map_err(at(&t.info))?;
     let tombstones = decode_tombstones(&section(&t.tombstones)?).map_err(at(&t.tombstones))?;
     let cells: u64 = index.iter().map(|e| u64::from(e.cells)).sum();
     if cells != info.cells || tombstones.len() != info.range_tombstones as usize {
@@ -211,7 +212,11 @@ impl HFileReader {
         self.bloom.as_ref().is_none_or(|b| b.may_contain_device(d))
     }
     pub fn may_contain_key(&self, k: &RowKey) -> bool {
-        self.bloom.as_ref().is_none_or(|b| b.may_contain_key(k))
+        match self.info.encoding {
+            BlockEncoding::Rows => self.bloom.as_ref().is_none_or(|b| b.may_contain_key(k)),
+            // A columnar file's filter holds device ids only.
+            BlockEncoding::Columnar => self.may_contain_device(crate::key::device_of(k)),
+        }
     }
 
     /// Index of the first block whose last key is `>= lo`.

@@ -5,10 +5,18 @@
 use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
 use crate::key::{DeviceId, RowKey, KEY_LEN};
+use crate::schema::BlockEncoding;
 use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 
 pub const TRAILER_MAGIC: [u8; 4] = *b"TSHF";
-pub const HFILE_VERSION: u32 = 1;
+/// Current version: columnar blocks and the info section's `encoding`.
+pub const HFILE_VERSION: u32 = 2;
+/// The version a file of row-major blocks only is written as (byte for
+/// byte the format before columnar blocks, so older readers read it).
+pub const HFILE_VERSION_ROWS: u32 = 1;
+/// Info section length in version 1 and in version 2.
+pub const INFO_LEN_V1: usize = 109;
+pub const INFO_LEN_V2: usize = 110;
 pub const TRAILER_LEN: usize = 76;
 /// Largest metadata section a reader accepts.
 pub const SECTION_LEN_MAX: u32 = 1 << 30;
@@ -29,6 +37,8 @@ pub struct SectionRef {
 /// The trailer: the four sections, in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Trailer {
+    /// [`HFILE_VERSION_ROWS`] or [`HFILE_VERSION`].
+    pub version: u32,
     pub index: SectionRef,
     pub bloom: SectionRef,
     pub info: SectionRef,
@@ -42,7 +52,7 @@ impl Trailer {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut w = BinWriter::new();
-        w.bytes(&TRAILER_MAGIC).u32(HFILE_VERSION);
+        w.bytes(&TRAILER_MAGIC).u32(self.version);
         for s in self.sections() {
             w.u64(s.offset).u32(s.len).u32(s.crc);
         }
@@ -66,7 +76,7 @@ impl Trailer {
             return Err(Error::checksum(0, expected, actual));
         }
         let version = le_u32(b, 4);
-        if version != HFILE_VERSION {
+        if version != HFILE_VERSION && version != HFILE_VERSION_ROWS {
             return Err(Error::UnsupportedVersion {
                 what: "hfile",
                 version,
@@ -87,6 +97,7 @@ impl Trailer {
             }
         }
         Ok(Trailer {
+            version,
             index: s[0],
             bloom: s[1],
             info: s[2],
@@ -179,10 +190,14 @@ pub struct FileInfo {
     pub min_seq: u64,
     pub max_seq: u64,
     pub created_ms: i64,
+    /// Block encoding the writer was asked for (version 2; a version 1
+    /// file is `Rows`). Each block's header says how that block is stored.
+    pub encoding: BlockEncoding,
 }
 
 impl FileInfo {
-    pub fn encode(&self) -> Vec<u8> {
+    /// The info section of a file of `version`.
+    pub fn encode(&self, version: u32) -> Vec<u8> {
         let mut w = BinWriter::new();
         w.u32(self.table_id)
             .u32(self.layout_id)
@@ -198,12 +213,16 @@ impl FileInfo {
             .u64(self.min_seq)
             .u64(self.max_seq)
             .i64(self.created_ms);
+        if version >= HFILE_VERSION {
+            w.u8(self.encoding.code());
+        }
         w.into_inner()
     }
 
-    pub fn decode(b: &[u8]) -> Result<Self> {
+    /// Decode the info section of a file of `version`.
+    pub fn decode(b: &[u8], version: u32) -> Result<Self> {
         let mut r = BinReader::new(b, "hfile info");
-        let i = FileInfo {
+        let mut i = FileInfo {
             table_id: r.u32()?,
             layout_id: r.u32()?,
             fields_width: r.u32()?,
@@ -218,7 +237,11 @@ impl FileInfo {
             min_seq: r.u64()?,
             max_seq: r.u64()?,
             created_ms: r.i64()?,
+            encoding: BlockEncoding::Rows,
         };
+        if version >= HFILE_VERSION {
+            i.encoding = BlockEncoding::from_code(r.u8()?)?;
+        }
         r.finish()?;
         if i.fields_width > 65_536 || i.min_seq > i.max_seq {
             return Err(Error::decode("hfile info", "impossible values"));

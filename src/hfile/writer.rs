@@ -9,14 +9,18 @@
 
 use super::block;
 use super::bloom::Bloom;
-use super::sections::{encode_index, encode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer};
+use super::columnar::{ColumnarConfig, COLUMNAR_BLOCK_ROWS};
+use super::sections::{
+    encode_index, encode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer, HFILE_VERSION,
+    HFILE_VERSION_ROWS,
+};
 use crate::cache::BlockCache;
 use crate::cell::{self, CellKind, CellRef, RangeTombstone};
 use crate::error::Result;
 use crate::io::direct::{self, DIRECT_ALIGN};
 use crate::io::{Backend, IoFile, OpenMode};
 use crate::key::{DeviceId, RowKey};
-use crate::schema::Compression;
+use crate::schema::{BlockEncoding, Compression, FieldType, TableSchema};
 use crate::util::bin::crc;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,7 +42,51 @@ pub struct WriterOptions {
     pub created_ms: i64,
     /// Bypass the page cache ([`crate::io::direct`]).
     pub direct: bool,
+    /// Layout of the data blocks.
+    pub encoding: BlockEncoding,
+    /// The table's field types, in order (what a columnar block needs;
+    /// their widths add up to `fields_width`).
+    pub field_types: Vec<FieldType>,
+    /// `pco` level of columnar blocks (0..=12).
+    pub pco_level: usize,
 }
+
+impl WriterOptions {
+    /// Options for a file of table `id` with `schema`: the table's
+    /// compression, block size, bloom and encoding; the caller sets the
+    /// rest (a flush lowers the levels, tests shrink blocks).
+    pub fn for_table(
+        id: u32,
+        schema: &TableSchema,
+        expected_cells: usize,
+        created_ms: i64,
+    ) -> Self {
+        let o = &schema.options;
+        WriterOptions {
+            table_id: id,
+            layout_id: schema.layout_id(),
+            fields_width: schema.fields_width(),
+            compression: o.compression,
+            block_size_bytes: o.block_size_bytes as usize,
+            bloom: o.bloom,
+            expected_cells,
+            created_ms,
+            direct: false,
+            encoding: o.encoding,
+            field_types: schema.fields.iter().map(|f| f.ty).collect(),
+            pco_level: PCO_LEVEL_DEFAULT,
+        }
+    }
+}
+
+/// `pco` level of compactions (pco's own default).
+pub const PCO_LEVEL_DEFAULT: usize = 8;
+/// `pco` level of flushes, which are on the ingest path.
+pub const PCO_LEVEL_FLUSH: usize = 4;
+
+/// A columnar block closes at this many raw bytes (cells × width) even
+/// before [`COLUMNAR_BLOCK_ROWS`], so wide rows stay under `BLOCK_RAW_MAX`.
+pub const COLUMNAR_BLOCK_RAW_MAX: usize = 4 << 20;
 
 /// Writes one HFile.
 pub struct HFileWriter {
@@ -60,6 +108,12 @@ pub struct HFileWriter {
     /// Where each finished block's cells also go, under this file id
     /// ([`HFileWriter::warm_cache`]).
     warm: Option<(Arc<BlockCache>, u64)>,
+    /// Encoding of the next block (`opts.encoding` unless a test mixes).
+    block_encoding: BlockEncoding,
+    /// A columnar block was written: the file is version 2.
+    wrote_columnar: bool,
+    /// Devices of a columnar file with a bloom filter, in order.
+    devices: Vec<DeviceId>,
 }
 
 impl HFileWriter {
@@ -71,7 +125,13 @@ impl HFileWriter {
             OpenMode::CreateNew
         };
         let file = backend.open(path, mode)?;
+        assert!(
+            opts.encoding == BlockEncoding::Rows
+                || opts.field_types.iter().map(|t| t.width()).sum::<usize>() == opts.fields_width,
+            "columnar files need the field types"
+        );
         let info = FileInfo {
+            encoding: opts.encoding,
             table_id: opts.table_id,
             layout_id: opts.layout_id,
             fields_width: opts.fields_width as u32,
@@ -86,9 +146,11 @@ impl HFileWriter {
             file,
             path: path.to_path_buf(),
             cell_width: cell::cell_width(opts.fields_width),
-            bloom: opts
-                .bloom
+            // A columnar file's filter holds device ids only (keys would
+            // cost more than the columns: 1.6 bytes per row).
+            bloom: (opts.bloom && opts.encoding == BlockEncoding::Rows)
                 .then(|| Bloom::with_capacity(bloom_entries(opts.expected_cells))),
+            devices: Vec::new(),
             raw: Vec::with_capacity(opts.block_size_bytes + 4096),
             raw_cells: 0,
             out: Vec::with_capacity(WRITE_CHUNK_BYTES * 2),
@@ -98,6 +160,8 @@ impl HFileWriter {
             last_device: None,
             last: None,
             warm: None,
+            block_encoding: opts.encoding,
+            wrote_columnar: false,
             opts,
         })
     }
@@ -136,19 +200,36 @@ impl HFileWriter {
         self.info.max_ts = self.info.max_ts.max(ts);
         self.info.min_seq = self.info.min_seq.min(cr.seq());
         self.info.max_seq = self.info.max_seq.max(cr.seq());
+        let d = cr.device();
         if let Some(b) = &mut self.bloom {
             b.insert_key(cr.key());
-            let d = cr.device();
             if self.last_device != Some(d) {
                 b.insert_device(d);
-                self.last_device = Some(d);
             }
+        } else if self.opts.bloom && self.last_device != Some(d) {
+            self.devices.push(d); // columnar: a filter of devices, built at the end
         }
+        self.last_device = Some(d);
         self.raw.extend_from_slice(c);
         self.raw_cells += 1;
-        if self.raw.len() >= self.opts.block_size_bytes {
+        let full = match self.block_encoding {
+            BlockEncoding::Rows => self.raw.len() >= self.opts.block_size_bytes,
+            BlockEncoding::Columnar => {
+                self.raw_cells as usize >= COLUMNAR_BLOCK_ROWS
+                    || self.raw.len() >= COLUMNAR_BLOCK_RAW_MAX
+            }
+        };
+        if full {
             self.finish_block()?;
         }
+        Ok(())
+    }
+
+    /// Close the current block and write the next ones as `encoding`
+    /// (tests write files that mix both; the engine never does).
+    pub fn set_block_encoding(&mut self, encoding: BlockEncoding) -> Result<()> {
+        self.finish_block()?;
+        self.block_encoding = encoding;
         Ok(())
     }
 
@@ -157,12 +238,23 @@ impl HFileWriter {
             return Ok(());
         }
         let start = self.out.len();
-        block::encode(
-            &self.raw,
-            self.raw_cells,
-            self.opts.compression,
-            &mut self.out,
-        )?;
+        match self.block_encoding {
+            BlockEncoding::Rows => block::encode(
+                &self.raw,
+                self.raw_cells,
+                self.opts.compression,
+                &mut self.out,
+            )?,
+            BlockEncoding::Columnar => {
+                let cfg = ColumnarConfig {
+                    pco_level: self.opts.pco_level,
+                    compression: self.opts.compression,
+                };
+                let (raw, cells, w) = (&self.raw, self.raw_cells, self.cell_width);
+                block::encode_columnar(raw, cells, w, &self.opts.field_types, cfg, &mut self.out)?;
+                self.wrote_columnar = true;
+            }
+        }
         let b = &self.out[start..];
         if cfg!(debug_assertions) {
             let back = block::decode(b, self.cell_width)
@@ -272,13 +364,25 @@ impl HFileWriter {
         }
         self.info.range_tombstones = tombstones.len() as u32;
         let index = self.section(&encode_index(&self.index));
+        if self.opts.bloom && self.bloom.is_none() {
+            let mut b = Bloom::with_capacity(self.devices.len().max(16));
+            for d in std::mem::take(&mut self.devices) {
+                b.insert_device(d);
+            }
+            self.bloom = Some(b);
+        }
         let bloom = match self.bloom.take() {
             Some(b) => self.append_large(&b.into_bytes())?,
             None => self.section(&[]),
         };
-        let info = self.section(&self.info.encode());
+        let version = match self.wrote_columnar || self.opts.encoding == BlockEncoding::Columnar {
+            true => HFILE_VERSION,
+            false => HFILE_VERSION_ROWS,
+        };
+        let info = self.section(&self.info.encode(version));
         let tombs = self.section(&encode_tombstones(tombstones));
         let trailer = Trailer {
+            version,
             index,
             bloom,
             info,

@@ -6,7 +6,9 @@ use super::lineproto::{self, Precision};
 use super::proto::ErrorCode;
 use super::server::ServerStats;
 use crate::error::Error;
-use crate::schema::{parse_duration_ms, Compression, Field, FieldType, TableOptions, TableSchema};
+use crate::schema::{
+    parse_duration_ms, BlockEncoding, Compression, Field, FieldType, TableOptions, TableSchema,
+};
 use crate::Durability;
 use crate::Store;
 use axum::extract::{DefaultBodyLimit, Query, State};
@@ -230,6 +232,9 @@ pub struct TableSpec {
     pub compression: Option<String>,
     #[serde(default)]
     pub max_versions: Option<u32>,
+    /// Data block layout: rows or columnar.
+    #[serde(default)]
+    pub encoding: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -255,6 +260,7 @@ fn spec_of(t: &TableSchema) -> TableSpec {
         regions: Some(o.regions),
         compression: Some(o.compression.name()),
         max_versions: Some(o.max_versions),
+        encoding: Some(o.encoding.name().into()),
     }
 }
 
@@ -284,6 +290,10 @@ fn schema_of(spec: &TableSpec) -> crate::Result<TableSchema> {
             None => d.compression,
         },
         max_versions: spec.max_versions.unwrap_or(d.max_versions),
+        encoding: match &spec.encoding {
+            Some(e) => BlockEncoding::parse(e)?,
+            None => d.encoding,
+        },
         ..d
     };
     TableSchema::new(&spec.name, fields, options)

@@ -12,7 +12,7 @@ use crate::io::{BackendRef, IoFile, OpenMode};
 use crate::key::RowKey;
 use crate::region::KEY_MIN;
 use crate::schema::TableSchema;
-use record::{decode_framed, Framed, MANIFEST_HEADER_LEN};
+use record::{decode_framed_v, Framed, MANIFEST_HEADER_LEN};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -272,6 +272,9 @@ impl State {
                 };
                 t.regions.insert(start, m);
             }
+            Record::TableEncoding { table_id, encoding } => {
+                self.table_mut(*table_id)?.schema.options.encoding = *encoding;
+            }
         }
         Ok(())
     }
@@ -343,12 +346,12 @@ impl State {
 /// Fuzz entry point: decode a manifest image and apply every record to a
 /// state, as `Manifest::open` does. Returns the number of records applied.
 pub fn fuzz_apply_manifest(data: &[u8]) -> Result<usize> {
-    record::decode_header(data)?;
+    let version = record::decode_header(data)?;
     let mut state = State::default();
     let mut pos = MANIFEST_HEADER_LEN;
     let mut n = 0;
     while pos < data.len() {
-        match decode_framed(&data[pos..]) {
+        match decode_framed_v(&data[pos..], version) {
             Framed::Record(r, used) => {
                 state
                     .apply(&r)
@@ -394,14 +397,14 @@ impl Manifest {
             let state = State::default();
             write_snapshot(dir, &*backend, &state)?;
         }
-        let (state, pos, len) = Self::load(&path)?;
+        let (state, pos, len, version) = Self::load_versioned(&path)?;
         let file = backend.open(&path, OpenMode::ReadWrite)?;
         if pos < len {
             tracing::warn!("manifest: truncating {} torn bytes at {pos}", len - pos);
             file.set_len(pos as u64)?;
             file.sync_all()?;
         }
-        Ok(Manifest {
+        let mut m = Manifest {
             dir: dir.to_path_buf(),
             backend,
             file,
@@ -409,7 +412,17 @@ impl Manifest {
             state,
             rewrite_bytes,
             failed: None,
-        })
+        };
+        if version < record::MANIFEST_VERSION {
+            // Records are appended in the current version's form: first
+            // rewrite the log as a snapshot of that version.
+            tracing::info!(
+                "manifest: upgrading version {version} to {}",
+                record::MANIFEST_VERSION
+            );
+            m.rewrite()?;
+        }
+        Ok(m)
     }
 
     /// Open for reading only: replay the log, change nothing (a torn
@@ -434,13 +447,18 @@ impl Manifest {
     /// state, where the valid records end (a torn last record is not
     /// counted), and the file's length. Changes nothing.
     pub fn load(path: &Path) -> Result<(State, usize, usize)> {
+        Self::load_versioned(path).map(|(s, pos, len, _)| (s, pos, len))
+    }
+
+    /// [`Manifest::load`], also giving the file's format version.
+    pub fn load_versioned(path: &Path) -> Result<(State, usize, usize, u32)> {
         let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         let path = path.to_path_buf();
-        record::decode_header(&data).map_err(|e| e.at(&path, 0))?;
+        let version = record::decode_header(&data).map_err(|e| e.at(&path, 0))?;
         let mut state = State::default();
         let mut pos = MANIFEST_HEADER_LEN;
         while pos < data.len() {
-            match decode_framed(&data[pos..]) {
+            match decode_framed_v(&data[pos..], version) {
                 Framed::Record(r, used) => {
                     state.apply(&r).map_err(|m| {
                         Error::corrupt(format!("manifest edit: {m}"), &path, pos as u64)
@@ -471,7 +489,7 @@ impl Manifest {
                 }
             }
         }
-        Ok((state, pos, data.len()))
+        Ok((state, pos, data.len(), version))
     }
 
     pub fn state(&self) -> &State {

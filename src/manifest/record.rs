@@ -8,11 +8,14 @@
 
 use crate::error::{Error, Result};
 use crate::key::{RowKey, KEY_LEN};
-use crate::schema::TableSchema;
+use crate::schema::{BlockEncoding, TableSchema};
 use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 
 pub const MANIFEST_MAGIC: [u8; 4] = *b"TSMF";
-pub const MANIFEST_VERSION: u32 = 3;
+pub const MANIFEST_VERSION: u32 = 4;
+/// Oldest version a reader accepts (a read-write open rewrites it as the
+/// current version before appending).
+pub const MANIFEST_VERSION_MIN: u32 = 3;
 pub const MANIFEST_HEADER_LEN: usize = 12;
 pub const RECORD_HEADER_LEN: usize = 12;
 /// Largest record payload.
@@ -24,6 +27,7 @@ const TAG_FILE_ID_FLOOR: u8 = 3;
 const TAG_SPLIT: u8 = 4;
 const TAG_MERGE: u8 = 5;
 const TAG_DEVICE: u8 = 6;
+const TAG_TABLE_ENCODING: u8 = 7;
 /// Longest device name, tag key or tag value (bytes).
 pub const DEVICE_TEXT_MAX: usize = 256;
 /// Most tags per device.
@@ -98,6 +102,13 @@ pub enum Record {
         right: u32,
         merged: u32,
     },
+    /// The table's block encoding is now `encoding`: flushes and
+    /// compactions from here on write it (files already written keep
+    /// theirs until a compaction rewrites them).
+    TableEncoding {
+        table_id: u32,
+        encoding: BlockEncoding,
+    },
 }
 
 /// Header bytes of a manifest file.
@@ -109,8 +120,8 @@ pub fn encode_header() -> Vec<u8> {
     h
 }
 
-/// Check a manifest header.
-pub fn decode_header(b: &[u8]) -> Result<()> {
+/// Check a manifest header; its version.
+pub fn decode_header(b: &[u8]) -> Result<u32> {
     if b.len() < MANIFEST_HEADER_LEN || b[0..4] != MANIFEST_MAGIC {
         return Err(Error::decode("manifest header", "bad magic or short"));
     }
@@ -119,13 +130,13 @@ pub fn decode_header(b: &[u8]) -> Result<()> {
         return Err(Error::checksum(0, expected, actual));
     }
     let v = le_u32(b, 4);
-    if v != MANIFEST_VERSION {
+    if !(MANIFEST_VERSION_MIN..=MANIFEST_VERSION).contains(&v) {
         return Err(Error::UnsupportedVersion {
             what: "manifest",
             version: v,
         });
     }
-    Ok(())
+    Ok(v)
 }
 
 impl Record {
@@ -198,6 +209,9 @@ impl Record {
                 w.u8(TAG_MERGE).u32(*table_id).u32(*left).u32(*right);
                 w.u32(*merged);
             }
+            Record::TableEncoding { table_id, encoding } => {
+                w.u8(TAG_TABLE_ENCODING).u32(*table_id).u8(encoding.code());
+            }
         }
         w.into_inner()
     }
@@ -214,13 +228,14 @@ impl Record {
         out.extend_from_slice(&p);
     }
 
-    /// Decode a payload (after its frame was checked).
-    pub fn decode_payload(p: &[u8]) -> Result<Self> {
+    /// Decode a payload (after its frame was checked) of a manifest of
+    /// `version`.
+    pub fn decode_payload(p: &[u8], version: u32) -> Result<Self> {
         let mut r = BinReader::new(p, "manifest record");
         let rec = match r.u8()? {
             TAG_CREATE_TABLE => {
                 let table_id = r.u32()?;
-                let schema = TableSchema::decode(&mut r)?;
+                let schema = TableSchema::decode(&mut r, version)?;
                 let next_region_id = r.u32()?;
                 let n = r.u32()? as usize;
                 if n > REGIONS_PER_RECORD_MAX {
@@ -300,6 +315,10 @@ impl Record {
                 right: r.u32()?,
                 merged: r.u32()?,
             },
+            TAG_TABLE_ENCODING => Record::TableEncoding {
+                table_id: r.u32()?,
+                encoding: BlockEncoding::from_code(r.u8()?)?,
+            },
             t => return Err(Error::decode("manifest record", format!("unknown tag {t}"))),
         };
         r.finish()?;
@@ -333,8 +352,13 @@ pub enum Framed {
     Invalid(String),
 }
 
-/// Decode one framed record. Never panics.
+/// Decode one framed record of a current-version manifest. Never panics.
 pub fn decode_framed(b: &[u8]) -> Framed {
+    decode_framed_v(b, MANIFEST_VERSION)
+}
+
+/// Decode one framed record of a manifest of `version`. Never panics.
+pub fn decode_framed_v(b: &[u8], version: u32) -> Framed {
     if b.len() < RECORD_HEADER_LEN {
         return Framed::Incomplete;
     }
@@ -358,7 +382,7 @@ pub fn decode_framed(b: &[u8]) -> Framed {
             len: RECORD_HEADER_LEN + len,
         };
     }
-    match Record::decode_payload(p) {
+    match Record::decode_payload(p, version) {
         Ok(r) => Framed::Record(r, RECORD_HEADER_LEN + len),
         Err(e) => Framed::Invalid(e.to_string()),
     }
@@ -366,11 +390,11 @@ pub fn decode_framed(b: &[u8]) -> Framed {
 
 /// Fuzz entry point: decode a manifest image (header + records).
 pub fn fuzz_decode_manifest(data: &[u8]) -> Result<usize> {
-    decode_header(data)?;
+    let version = decode_header(data)?;
     let mut pos = MANIFEST_HEADER_LEN;
     let mut n = 0;
     while pos < data.len() {
-        match decode_framed(&data[pos..]) {
+        match decode_framed_v(&data[pos..], version) {
             Framed::Record(_, used) => {
                 pos += used;
                 n += 1;

@@ -6,7 +6,7 @@ pub mod batch;
 mod options;
 
 pub use batch::{Batch, RowHead, ROW_HEAD_LEN};
-pub use options::{parse_duration_ms, Compression, TableOptions};
+pub use options::{parse_duration_ms, BlockEncoding, Compression, TableOptions};
 
 use crate::error::{Error, Result};
 use crate::util::bin::{BinReader, BinWriter};
@@ -223,7 +223,8 @@ impl TableSchema {
         self.options.encode(w);
     }
 
-    pub fn decode(r: &mut BinReader<'_>) -> Result<Self> {
+    /// Decode a schema written by a manifest of `manifest_version`.
+    pub fn decode(r: &mut BinReader<'_>, manifest_version: u32) -> Result<Self> {
         let name = r.str()?;
         let n = r.u16()? as usize;
         if n > FIELDS_MAX {
@@ -234,7 +235,7 @@ impl TableSchema {
             let fname = r.str()?;
             fields.push(Field::new(&fname, FieldType::from_code(r.u8()?)?));
         }
-        let options = TableOptions::decode(r)?;
+        let options = TableOptions::decode(r, manifest_version)?;
         let s = TableSchema {
             name,
             fields,
@@ -307,10 +308,10 @@ mod tests {
         s.encode(&mut w);
         let b = w.into_inner();
         let mut r = BinReader::new(&b, "schema");
-        assert_eq!(TableSchema::decode(&mut r).unwrap(), s);
+        assert_eq!(TableSchema::decode(&mut r, 4).unwrap(), s);
         r.finish().unwrap();
         for cut in 0..b.len() {
-            assert!(TableSchema::decode(&mut BinReader::new(&b[..cut], "schema")).is_err());
+            assert!(TableSchema::decode(&mut BinReader::new(&b[..cut], "schema"), 4).is_err());
         }
     }
 }

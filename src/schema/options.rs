@@ -94,6 +94,59 @@ impl std::fmt::Display for Compression {
     }
 }
 
+/// How an HFile's data blocks are laid out (`formats/hfile.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BlockEncoding {
+    /// Whole cells one after the other, then the table's compression.
+    #[default]
+    Rows,
+    /// Keys as runs, each field its own column with a numeric codec.
+    Columnar,
+}
+
+impl BlockEncoding {
+    /// Code in the info section and the manifest: 0 rows, 1 columnar.
+    pub fn code(self) -> u8 {
+        match self {
+            BlockEncoding::Rows => 0,
+            BlockEncoding::Columnar => 1,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Result<Self> {
+        match c {
+            0 => Ok(BlockEncoding::Rows),
+            1 => Ok(BlockEncoding::Columnar),
+            c => Err(Error::decode("block encoding", format!("code {c}"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockEncoding::Rows => "rows",
+            BlockEncoding::Columnar => "columnar",
+        }
+    }
+
+    /// Parse `rows` or `columnar`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "rows" => Ok(BlockEncoding::Rows),
+            "columnar" => Ok(BlockEncoding::Columnar),
+            _ => Err(Error::invalid(
+                "encoding",
+                format!("{s:?} (expected rows or columnar)"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for BlockEncoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Per-table options.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableOptions {
@@ -108,6 +161,8 @@ pub struct TableOptions {
     pub bloom: bool,
     /// Pre-split region count (used by the regions feature).
     pub regions: u32,
+    /// Layout of the data blocks that flushes and compactions write.
+    pub encoding: BlockEncoding,
 }
 
 /// Smallest allowed block size.
@@ -128,6 +183,7 @@ impl Default for TableOptions {
             block_size_bytes: 64 * 1024,
             bloom: true,
             regions: 16,
+            encoding: BlockEncoding::Rows,
         }
     }
 }
@@ -174,10 +230,13 @@ impl TableOptions {
         w.u32(level)
             .u32(self.block_size_bytes)
             .u8(self.bloom as u8)
-            .u32(self.regions);
+            .u32(self.regions)
+            .u8(self.encoding.code());
     }
 
-    pub fn decode(r: &mut BinReader<'_>) -> Result<Self> {
+    /// Decode options written by a manifest of `manifest_version` (v3 has
+    /// no encoding byte: its tables are `rows`).
+    pub fn decode(r: &mut BinReader<'_>, manifest_version: u32) -> Result<Self> {
         let ttl = r.i64()?;
         let max_versions = r.u32()?;
         let code = r.u8()?;
@@ -195,6 +254,10 @@ impl TableOptions {
             block_size_bytes: r.u32()?,
             bloom: r.u8()? != 0,
             regions: r.u32()?,
+            encoding: match manifest_version {
+                ..=3 => BlockEncoding::Rows,
+                _ => BlockEncoding::from_code(r.u8()?)?,
+            },
         })
     }
 }

@@ -1,0 +1,715 @@
+//! Columnar data blocks (block kind 2): the same cells as a row-major
+//! block, stored column by column. Spec: `formats/hfile.md` § Columnar
+//! block body.
+//!
+//! ```text
+//! body:  fields u16 | runs u32 | chunk(runs) | chunk(ts deltas) | chunk(seq)
+//!        | chunk(kind) | fields × (type u8 | chunk(field))
+//! chunk: codec u8 | outer u8 | inner_len u32 | stored_len u32 | stored bytes
+//! ```
+//!
+//! Keys are stored as runs of one 10-byte key prefix (hash prefix and
+//! device), each with its length and first reversed timestamp; the other
+//! timestamps as differences from the previous row of the run. Numeric
+//! columns go through `pco`; a column of one repeated value is stored once;
+//! bytes that are all 0 or 1 are stored as bits. The table's compression
+//! goes on top of a chunk only where it makes the chunk smaller. Decoding
+//! gives back the row-major cells bit for bit.
+
+use super::block::{compress, decompress};
+use crate::cell::CELL_HEAD_LEN;
+use crate::error::{Error, Result};
+use crate::key::KEY_LEN;
+use crate::schema::{Compression, FieldType};
+use crate::util::bin::{BinReader, BinWriter};
+
+/// Block kind of a columnar block (a row-major block is kind 1).
+pub const BLOCK_KIND_COLUMNAR: u8 = 2;
+/// Rows at which the writer closes a columnar block.
+pub const COLUMNAR_BLOCK_ROWS: usize = 4096;
+/// Bytes of a chunk header.
+pub const CHUNK_HEADER_LEN: usize = 10;
+/// Key bytes that define a run: hash prefix and device id.
+pub const RUN_KEY_LEN: usize = 10;
+/// Bytes per run in the runs chunk: key prefix, length u32, first reversed ts u64.
+pub const RUN_LEN: usize = RUN_KEY_LEN + 4 + 8;
+
+/// Chunk codecs (what the stored bytes are, under the outer compression).
+pub const CODEC_RAW: u8 = 0;
+pub const CODEC_CONST: u8 = 1;
+pub const CODEC_PCO: u8 = 2;
+pub const CODEC_BITS: u8 = 3;
+
+const SEQ_OFFSET: usize = KEY_LEN;
+const KIND_OFFSET: usize = KEY_LEN + 8;
+
+/// How hard `pco` works (0..=12): flushes use a lower level than
+/// compactions, as they do with zstd.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnarConfig {
+    pub pco_level: usize,
+    /// Applied on top of each chunk where it pays.
+    pub compression: Compression,
+}
+
+/// What one chunk of a block holds (for `describe` and the benchmarks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkStat {
+    /// `runs`, `ts`, `seq`, `kind` or `field i`.
+    pub column: String,
+    pub codec: u8,
+    pub outer: u8,
+    /// Bytes in the block, chunk header included.
+    pub bytes: usize,
+}
+
+/// A column of fixed-width little-endian values taken from the cells.
+struct Column<'a> {
+    cells: &'a [u8],
+    width: usize,
+    offset: usize,
+    len: usize,
+}
+
+impl Column<'_> {
+    fn values(&self) -> impl Iterator<Item = &[u8]> {
+        self.cells
+            .chunks_exact(self.width)
+            .map(move |c| &c[self.offset..self.offset + self.len])
+    }
+}
+
+/// Encode `cells` (row-major, `cell_width` each, in cell order) of a table
+/// whose fields have `types` into a columnar body appended to `out`.
+pub fn encode(
+    cells: &[u8],
+    cell_width: usize,
+    types: &[FieldType],
+    cfg: ColumnarConfig,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    assert_eq!(
+        CELL_HEAD_LEN + types.iter().map(|t| t.width()).sum::<usize>(),
+        cell_width,
+        "field types do not add up to the cell width"
+    );
+    assert!(!cells.is_empty() && cells.len().is_multiple_of(cell_width));
+    let (runs, deltas) = key_runs(cells, cell_width);
+    let mut w = BinWriter::new();
+    w.u16(types.len() as u16).u32((runs.len() / RUN_LEN) as u32);
+    out.extend_from_slice(&w.into_inner());
+    put_chunk(out, CODEC_RAW, &runs, cfg.compression)?;
+    let (codec, b) = numeric::<i64>(&deltas, 8, cfg.pco_level)?;
+    put_chunk(out, codec, &b, cfg.compression)?;
+    let seq = Column {
+        cells,
+        width: cell_width,
+        offset: SEQ_OFFSET,
+        len: 8,
+    };
+    put_typed(out, FieldType::U64, &seq, cfg)?;
+    let kind = Column {
+        cells,
+        width: cell_width,
+        offset: KIND_OFFSET,
+        len: 1,
+    };
+    put_typed(out, FieldType::Bool, &kind, cfg)?;
+    let mut offset = CELL_HEAD_LEN;
+    for &t in types {
+        out.push(t as u8);
+        let col = Column {
+            cells,
+            width: cell_width,
+            offset,
+            len: t.width(),
+        };
+        put_typed(out, t, &col, cfg)?;
+        offset += t.width();
+    }
+    Ok(())
+}
+
+/// The runs chunk's bytes and the in-run timestamp differences.
+fn key_runs(cells: &[u8], width: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut runs: Vec<u8> = Vec::new();
+    let mut deltas = Vec::with_capacity(cells.len() / width * 8);
+    let mut run_start = 0usize;
+    let mut count = 0u32;
+    let mut prev_ts = 0u64;
+    for c in cells.chunks_exact(width) {
+        let ts = u64::from_be_bytes(c[RUN_KEY_LEN..KEY_LEN].try_into().expect("8 bytes"));
+        if count > 0 && c[..RUN_KEY_LEN] == runs[run_start..run_start + RUN_KEY_LEN] {
+            count += 1;
+            deltas.extend_from_slice(&ts.wrapping_sub(prev_ts).to_le_bytes());
+        } else {
+            if count > 0 {
+                runs[run_start + RUN_KEY_LEN..run_start + RUN_KEY_LEN + 4]
+                    .copy_from_slice(&count.to_le_bytes());
+            }
+            run_start = runs.len();
+            runs.extend_from_slice(&c[..RUN_KEY_LEN]);
+            runs.extend_from_slice(&[0; 4]);
+            runs.extend_from_slice(&ts.to_le_bytes());
+            count = 1;
+        }
+        prev_ts = ts;
+    }
+    runs[run_start + RUN_KEY_LEN..run_start + RUN_KEY_LEN + 4]
+        .copy_from_slice(&count.to_le_bytes());
+    (runs, deltas)
+}
+
+/// Encode one column of type `t` and append it as a chunk.
+fn put_typed(out: &mut Vec<u8>, t: FieldType, col: &Column, cfg: ColumnarConfig) -> Result<()> {
+    let mut raw = Vec::with_capacity(col.len * (col.cells.len() / col.width));
+    for v in col.values() {
+        raw.extend_from_slice(v);
+    }
+    let (codec, b) = match t {
+        FieldType::F64 => numeric::<f64>(&raw, 8, cfg.pco_level)?,
+        FieldType::F32 => numeric::<f32>(&raw, 4, cfg.pco_level)?,
+        FieldType::I64 => numeric::<i64>(&raw, 8, cfg.pco_level)?,
+        FieldType::I32 => numeric::<i32>(&raw, 4, cfg.pco_level)?,
+        FieldType::U64 => numeric::<u64>(&raw, 8, cfg.pco_level)?,
+        FieldType::U32 => numeric::<u32>(&raw, 4, cfg.pco_level)?,
+        FieldType::Bool => bytes(&raw),
+    };
+    put_chunk(out, codec, &b, cfg.compression)
+}
+
+/// Fixed-width little-endian numbers `pco` can take.
+trait Lane: pco::data_types::Number + Copy + Default {
+    fn read(b: &[u8]) -> Self;
+    fn write(self, b: &mut [u8]);
+}
+
+macro_rules! lane {
+    ($($t:ty),*) => {$(
+        impl Lane for $t {
+            fn read(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("lane width"))
+            }
+            fn write(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+lane!(f64, f32, i64, i32, u64, u32);
+
+/// A numeric column (`raw`: values of `width` bytes): empty, one repeated
+/// value, or pco — raw when pco would be bigger.
+fn numeric<T: Lane>(raw: &[u8], width: usize, level: usize) -> Result<(u8, Vec<u8>)> {
+    if let Some(c) = constant(raw, width) {
+        return Ok(c);
+    }
+    let xs: Vec<T> = raw.chunks_exact(width).map(T::read).collect();
+    let cfg = pco::ChunkConfig::default().with_compression_level(level);
+    let b = pco::standalone::simple_compress(&xs, &cfg)
+        .map_err(|e| Error::invalid("columnar block", format!("pco: {e}")))?;
+    Ok(match b.len() < raw.len() {
+        true => (CODEC_PCO, b),
+        false => (CODEC_RAW, raw.to_vec()),
+    })
+}
+
+/// A byte column: one repeated byte, bits when every byte is 0 or 1, raw.
+fn bytes(raw: &[u8]) -> (u8, Vec<u8>) {
+    if let Some(c) = constant(raw, 1) {
+        return c;
+    }
+    if raw.iter().all(|&b| b <= 1) {
+        let mut bits = vec![0u8; raw.len().div_ceil(8)];
+        for (i, &b) in raw.iter().enumerate() {
+            bits[i / 8] |= b << (i % 8);
+        }
+        return (CODEC_BITS, bits);
+    }
+    (CODEC_RAW, raw.to_vec())
+}
+
+/// `(CODEC_CONST, value)` when every value of `raw` is the same (or there
+/// are none: `(CODEC_RAW, [])`).
+fn constant(raw: &[u8], width: usize) -> Option<(u8, Vec<u8>)> {
+    if raw.is_empty() {
+        return Some((CODEC_RAW, Vec::new()));
+    }
+    let first = &raw[..width];
+    raw.chunks_exact(width)
+        .all(|v| v == first)
+        .then(|| (CODEC_CONST, first.to_vec()))
+}
+
+/// Append a chunk: the table's compression on top only where smaller.
+fn put_chunk(out: &mut Vec<u8>, codec: u8, inner: &[u8], outer: Compression) -> Result<()> {
+    let mut packed = Vec::new();
+    if outer != Compression::None && inner.len() > 16 {
+        compress(inner, outer, &mut packed)?;
+    }
+    let (outer_code, stored) = match !packed.is_empty() && packed.len() < inner.len() {
+        true => (outer.code(), &packed[..]),
+        false => (0, inner),
+    };
+    let mut w = BinWriter::new();
+    w.u8(codec)
+        .u8(outer_code)
+        .u32(inner.len() as u32)
+        .u32(stored.len() as u32);
+    out.extend_from_slice(&w.into_inner());
+    out.extend_from_slice(stored);
+    Ok(())
+}
+
+// ---- decoding ------------------------------------------------------------
+
+/// One chunk as read: its codec and inner (decompressed) bytes.
+struct Chunk {
+    codec: u8,
+    inner: Vec<u8>,
+}
+
+fn take_chunk(r: &mut BinReader<'_>, inner_max: usize) -> Result<Chunk> {
+    let codec = r.u8()?;
+    let outer = r.u8()?;
+    let inner_len = r.u32()? as usize;
+    let stored_len = r.u32()? as usize;
+    if inner_len > inner_max {
+        return Err(Error::decode(
+            "columnar block",
+            format!("chunk of {inner_len} bytes (at most {inner_max} expected)"),
+        ));
+    }
+    let stored = r.take(stored_len)?;
+    let inner = match outer {
+        0 if stored_len == inner_len => stored.to_vec(),
+        0 => {
+            return Err(Error::decode(
+                "columnar block",
+                "stored length differs from inner",
+            ))
+        }
+        c => decompress(c, stored, inner_len)?,
+    };
+    Ok(Chunk { codec, inner })
+}
+
+/// Decode a columnar body of `cells` cells of `cell_width` bytes into
+/// row-major cells. Never panics on any input.
+pub fn decode(body: &[u8], cells: usize, cell_width: usize) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; cells * cell_width];
+    decode_into(body, cells, cell_width, &mut out)?;
+    Ok(out)
+}
+
+/// Per-chunk statistics of a columnar body (for `bench ingest`'s column
+/// table): decodes nothing but the chunk headers.
+pub fn describe(body: &[u8]) -> Result<Vec<ChunkStat>> {
+    let mut r = BinReader::new(body, "columnar block");
+    let fields = r.u16()? as usize;
+    r.u32()?;
+    let mut stats = Vec::new();
+    for i in 0..4 + fields {
+        let mut column = match i {
+            0 => "runs".to_string(),
+            1 => "ts".to_string(),
+            2 => "seq".to_string(),
+            3 => "kind".to_string(),
+            _ => format!("field {}", i - 4),
+        };
+        let at = r.remaining();
+        if i >= 4 {
+            let t = FieldType::from_code(r.u8()?)?;
+            column.push_str(&format!(" ({})", t.name()));
+        }
+        let codec = r.u8()?;
+        let outer = r.u8()?;
+        r.u32()?;
+        let stored = r.u32()? as usize;
+        r.take(stored)?;
+        stats.push(ChunkStat {
+            column,
+            codec,
+            outer,
+            bytes: at - r.remaining(),
+        });
+    }
+    Ok(stats)
+}
+
+fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Result<()> {
+    if cells == 0 || width < CELL_HEAD_LEN {
+        return Err(Error::decode("columnar block", "no cells"));
+    }
+    let mut r = BinReader::new(body, "columnar block");
+    let fields = r.u16()? as usize;
+    let runs = r.u32()? as usize;
+    if runs == 0 || runs > cells {
+        return Err(Error::decode(
+            "columnar block",
+            format!("{runs} runs for {cells} cells"),
+        ));
+    }
+    let runs_chunk = take_chunk(&mut r, runs * RUN_LEN)?;
+    let deltas = take_chunk(&mut r, (cells - runs) * 8)?;
+    let deltas = values(&deltas, FieldType::I64, cells - runs)?;
+    put_keys(&runs_chunk, runs, &deltas, width, out)?;
+    let seq = take_chunk(&mut r, cells * 8)?;
+    scatter(
+        &values(&seq, FieldType::U64, cells)?,
+        8,
+        SEQ_OFFSET,
+        width,
+        out,
+    );
+    let kind = take_chunk(&mut r, cells)?;
+    scatter(
+        &values(&kind, FieldType::Bool, cells)?,
+        1,
+        KIND_OFFSET,
+        width,
+        out,
+    );
+    let mut offset = CELL_HEAD_LEN;
+    for _ in 0..fields {
+        let t = FieldType::from_code(r.u8()?)?;
+        if offset + t.width() > width {
+            return Err(Error::decode(
+                "columnar block",
+                "fields wider than the cell",
+            ));
+        }
+        let c = take_chunk(&mut r, cells * t.width())?;
+        scatter(&values(&c, t, cells)?, t.width(), offset, width, out);
+        offset += t.width();
+    }
+    if offset != width {
+        return Err(Error::decode(
+            "columnar block",
+            format!(
+                "fields take {} bytes, cells have {}",
+                offset - CELL_HEAD_LEN,
+                width - CELL_HEAD_LEN
+            ),
+        ));
+    }
+    r.finish()
+}
+
+/// Write every cell's key from the runs and the timestamp differences.
+fn put_keys(
+    runs: &Chunk,
+    n_runs: usize,
+    deltas: &[u8],
+    width: usize,
+    out: &mut [u8],
+) -> Result<()> {
+    if runs.codec != CODEC_RAW || runs.inner.len() != n_runs * RUN_LEN {
+        return Err(Error::decode("columnar block", "runs chunk"));
+    }
+    let cells = out.len() / width;
+    let mut row = 0usize;
+    let mut d = deltas.chunks_exact(8);
+    for run in runs.inner.chunks_exact(RUN_LEN) {
+        let count =
+            u32::from_le_bytes(run[RUN_KEY_LEN..RUN_KEY_LEN + 4].try_into().expect("4")) as usize;
+        if count == 0 || count > cells - row {
+            return Err(Error::decode(
+                "columnar block",
+                "run lengths disagree with the cell count",
+            ));
+        }
+        let mut ts = u64::from_le_bytes(run[RUN_KEY_LEN + 4..].try_into().expect("8"));
+        for i in 0..count {
+            if i > 0 {
+                let step = d
+                    .next()
+                    .ok_or_else(|| Error::decode("columnar block", "too few deltas"))?;
+                ts = ts.wrapping_add(u64::from_le_bytes(step.try_into().expect("8")));
+            }
+            let c = &mut out[row * width..];
+            c[..RUN_KEY_LEN].copy_from_slice(&run[..RUN_KEY_LEN]);
+            c[RUN_KEY_LEN..KEY_LEN].copy_from_slice(&ts.to_be_bytes());
+            row += 1;
+        }
+    }
+    if row != cells {
+        return Err(Error::decode(
+            "columnar block",
+            "run lengths disagree with the cell count",
+        ));
+    }
+    Ok(())
+}
+
+/// Copy `n`-byte values into each cell at `offset`.
+fn scatter(vals: &[u8], n: usize, offset: usize, width: usize, out: &mut [u8]) {
+    for (v, c) in vals.chunks_exact(n).zip(out.chunks_exact_mut(width)) {
+        c[offset..offset + n].copy_from_slice(v);
+    }
+}
+
+/// The `cells` little-endian values of type `t` a chunk holds.
+fn values(c: &Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
+    let w = t.width();
+    let bad = |what: &str| {
+        Error::decode(
+            "columnar block",
+            format!("{what} chunk of a {} column", t.name()),
+        )
+    };
+    match c.codec {
+        CODEC_RAW if c.inner.len() == cells * w => Ok(c.inner.clone()),
+        CODEC_CONST if c.inner.len() == w => Ok(c.inner.repeat(cells)),
+        CODEC_BITS if t == FieldType::Bool && c.inner.len() == cells.div_ceil(8) => Ok((0..cells)
+            .map(|i| (c.inner[i / 8] >> (i % 8)) & 1)
+            .collect()),
+        CODEC_PCO => match t {
+            FieldType::F64 => unpco::<f64>(&c.inner, cells, w),
+            FieldType::F32 => unpco::<f32>(&c.inner, cells, w),
+            FieldType::I64 => unpco::<i64>(&c.inner, cells, w),
+            FieldType::I32 => unpco::<i32>(&c.inner, cells, w),
+            FieldType::U64 => unpco::<u64>(&c.inner, cells, w),
+            FieldType::U32 => unpco::<u32>(&c.inner, cells, w),
+            FieldType::Bool => Err(bad("pco")),
+        },
+        CODEC_RAW | CODEC_CONST | CODEC_BITS => Err(bad("mis-sized")),
+        other => Err(Error::decode(
+            "columnar block",
+            format!("unknown chunk codec {other}"),
+        )),
+    }
+}
+
+fn unpco<T: Lane>(src: &[u8], n: usize, w: usize) -> Result<Vec<u8>> {
+    let mut xs = vec![T::default(); n];
+    let p = pco::standalone::simple_decompress_into(src, &mut xs)
+        .map_err(|e| Error::decode("columnar block", format!("pco: {e}")))?;
+    if p.n_processed != n || !p.finished {
+        return Err(Error::decode(
+            "columnar block",
+            format!("pco chunk of {} values, {n} expected", p.n_processed),
+        ));
+    }
+    let mut out = vec![0u8; n * w];
+    for (x, b) in xs.into_iter().zip(out.chunks_exact_mut(w)) {
+        x.write(b);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{self, CellKind};
+    use crate::key::{encode as key, DeviceId};
+    use proptest::prelude::*;
+
+    const TYPES: [FieldType; 7] = [
+        FieldType::F64,
+        FieldType::F32,
+        FieldType::I64,
+        FieldType::I32,
+        FieldType::U64,
+        FieldType::U32,
+        FieldType::Bool,
+    ];
+    const WIDTH: usize = CELL_HEAD_LEN + 8 + 4 + 8 + 4 + 8 + 4 + 1;
+
+    /// Cells in cell order from `(device, ts, seq, delete, field bits)`.
+    fn cells(rows: &mut [(u64, i64, u64, bool, u64)]) -> Vec<u8> {
+        rows.sort_by(|a, b| {
+            key(DeviceId(a.0), a.1)
+                .cmp(&key(DeviceId(b.0), b.1))
+                .then(b.2.cmp(&a.2))
+        });
+        let mut dedup: Vec<(u64, i64, u64, bool, u64)> = Vec::new();
+        for r in rows.iter() {
+            if dedup
+                .last()
+                .is_none_or(|l| (l.0, l.1, l.2) != (r.0, r.1, r.2))
+            {
+                dedup.push(*r);
+            }
+        }
+        let mut out = Vec::new();
+        for &(d, ts, seq, del, bits) in &dedup {
+            let mut f = Vec::new();
+            f.extend_from_slice(&bits.to_le_bytes());
+            f.extend_from_slice(&(bits as u32).to_le_bytes());
+            f.extend_from_slice(&bits.rotate_left(7).to_le_bytes());
+            f.extend_from_slice(&((bits >> 32) as u32).to_le_bytes());
+            f.extend_from_slice(&bits.swap_bytes().to_le_bytes());
+            f.extend_from_slice(&(bits as u32 ^ 0xdead_beef).to_le_bytes());
+            f.push((bits >> 56) as u8 & if bits & 1 == 0 { 1 } else { 0xff });
+            let kind = if del { CellKind::Delete } else { CellKind::Put };
+            cell::push(&mut out, &key(DeviceId(d), ts), seq, kind, &f);
+        }
+        out
+    }
+
+    fn configs() -> Vec<ColumnarConfig> {
+        let mut v = Vec::new();
+        for compression in [Compression::None, Compression::Snappy, Compression::Zstd(3)] {
+            for pco_level in [0, 4, 8] {
+                v.push(ColumnarConfig {
+                    pco_level,
+                    compression,
+                });
+            }
+        }
+        v
+    }
+
+    fn round_trip(raw: &[u8]) {
+        for cfg in configs() {
+            let mut body = Vec::new();
+            encode(raw, WIDTH, &TYPES, cfg, &mut body).unwrap();
+            let back = decode(&body, raw.len() / WIDTH, WIDTH).unwrap();
+            assert!(back == raw, "round trip with {cfg:?}");
+            let stats = describe(&body).unwrap();
+            assert_eq!(stats.len(), 4 + TYPES.len());
+            assert_eq!(stats.iter().map(|s| s.bytes).sum::<usize>() + 6, body.len());
+        }
+    }
+
+    /// Field bits that a float codec must keep exactly.
+    const ADVERSARIAL: [u64; 12] = [
+        0x7ff8_0000_0000_0001, // quiet NaN with a payload
+        0xfff0_0000_dead_beef, // negative signalling NaN with a payload
+        0x8000_0000_0000_0000, // -0.0
+        0x0000_0000_0000_0000, // 0.0
+        0x7ff0_0000_0000_0000, // +inf
+        0xfff0_0000_0000_0000, // -inf
+        0x0000_0000_0000_0001, // smallest subnormal
+        0x000f_ffff_ffff_ffff, // largest subnormal
+        0x7fff_ffff_ffff_ffff, // i64::MAX bits
+        0x8000_0000_0000_0001, // near i64::MIN
+        u64::MAX,
+        0x3ff0_0000_0000_0000, // 1.0
+    ];
+
+    #[test]
+    fn adversarial_values_round_trip_bit_exact() {
+        let mut rows: Vec<_> = (0..600)
+            .map(|i| {
+                (
+                    1 + (i % 3) as u64,
+                    1_000 * i as i64,
+                    i as u64 + 1,
+                    i % 17 == 0,
+                    ADVERSARIAL[i % 12],
+                )
+            })
+            .collect();
+        round_trip(&cells(&mut rows));
+        // i64::MIN / MAX timestamps and seqs, one device.
+        let mut rows = vec![
+            (7, i64::MIN, 1, false, 0),
+            (7, i64::MAX, u64::MAX, true, u64::MAX),
+            (7, 0, 0, false, 1),
+        ];
+        round_trip(&cells(&mut rows));
+    }
+
+    #[test]
+    fn shapes_round_trip() {
+        let one = cells(&mut [(1, 5, 9, false, 0x4059_0000_0000_0000)]);
+        round_trip(&one);
+        let constant: Vec<_> = (0..5000).map(|i| (3, i * 10_000, 1, false, 42)).collect();
+        round_trip(&cells(&mut constant.clone()));
+        let alternating: Vec<_> = (0..999)
+            .map(|i| {
+                (
+                    3,
+                    i * 10,
+                    i as u64,
+                    false,
+                    if i % 2 == 0 { 0 } else { u64::MAX },
+                )
+            })
+            .collect();
+        round_trip(&cells(&mut alternating.clone()));
+        let many: Vec<_> = (0..2000)
+            .map(|i| (i as u64, 77, 1, false, i as u64))
+            .collect();
+        round_trip(&cells(&mut many.clone()));
+    }
+
+    #[test]
+    fn constant_and_bits_columns_are_chosen() {
+        let rows: Vec<_> = (0..4096).map(|i| (3, i * 10_000, 1, false, 0)).collect();
+        let raw = cells(&mut rows.clone());
+        let mut body = Vec::new();
+        let cfg = ColumnarConfig {
+            pco_level: 8,
+            compression: Compression::None,
+        };
+        encode(&raw, WIDTH, &TYPES, cfg, &mut body).unwrap();
+        let s = describe(&body).unwrap();
+        assert_eq!(s[1].codec, CODEC_CONST, "ts at a constant interval: {s:?}");
+        assert_eq!(s[3].codec, CODEC_CONST, "all puts");
+        // 4096 rows of 64 bytes in well under 1 byte per row.
+        assert!(body.len() < 1000, "{} bytes", body.len());
+    }
+
+    #[test]
+    fn damaged_bodies_are_errors_not_panics() {
+        let rows: Vec<_> = (0..300)
+            .map(|i| {
+                (
+                    1 + (i % 4) as u64,
+                    i as i64 * 7,
+                    i as u64,
+                    i % 9 == 0,
+                    (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                )
+            })
+            .collect();
+        let raw = cells(&mut rows.clone());
+        let n = raw.len() / WIDTH;
+        for cfg in [configs()[0], configs()[8]] {
+            let mut body = Vec::new();
+            encode(&raw, WIDTH, &TYPES, cfg, &mut body).unwrap();
+            for cut in 0..body.len() {
+                assert!(decode(&body[..cut], n, WIDTH).is_err(), "cut at {cut}");
+            }
+            for i in 0..body.len() {
+                for bit in [0x01u8, 0x80] {
+                    let mut b = body.clone();
+                    b[i] ^= bit;
+                    let _ = decode(&b, n, WIDTH); // any result but a panic
+                }
+            }
+            assert!(decode(&body, n + 1, WIDTH).is_err());
+            assert!(decode(&body, n, WIDTH + 1).is_err());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn random_cells_round_trip(
+            mut rows in proptest::collection::vec(
+                (0u64..6, any::<i64>(), any::<u64>(), any::<bool>(), any::<u64>()),
+                1..400,
+            )
+        ) {
+            round_trip(&cells(&mut rows));
+        }
+
+        #[test]
+        fn walks_round_trip(
+            start in any::<i64>(),
+            steps in proptest::collection::vec(-3i64..4, 1..300),
+            devices in 1u64..4,
+        ) {
+            let mut v = start;
+            let mut rows: Vec<_> = steps.iter().enumerate().map(|(i, s)| {
+                v = v.wrapping_add(*s);
+                (i as u64 % devices, 10_000 * i as i64, i as u64, false, (v as f64 / 100.0).to_bits())
+            }).collect();
+            round_trip(&cells(&mut rows));
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Guards the columnar block format (HFile version 2, block kind 2,
+//! `formats/hfile.md` § Columnar block body) against drift: the fixtures in
+//! `formats/fixtures/hfile_v2/` are decoded here by hand at the documented
+//! offsets — trailer, info, index, block header, chunk framing, runs,
+//! timestamp differences, constant / bit / raw chunks — using `pco`,
+//! `zstd` and `crc32c` directly, never the telestore decoders, and the
+//! cells must equal what the generator wrote. A second set of checks makes
+//! sure the crate reads the same bytes, mixed files and version 1 files
+//! included, and that damage gives typed errors naming file and offset.
+//!
+//! Regenerate (only after a deliberate format change):
+//! `cargo test --test format_columnar -- --ignored regenerate_columnar_fixtures`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use telestore::cache::BlockCache;
+use telestore::cell::{self, CellKind, RangeTombstone};
+use telestore::error::Error;
+use telestore::hfile::writer::PCO_LEVEL_DEFAULT;
+use telestore::hfile::{HFileReader, HFileWriter, WriterOptions};
+use telestore::io::StdBackend;
+use telestore::key::{self, DeviceId};
+use telestore::schema::BlockEncoding;
+use telestore::{Compression, Field, FieldType, TableOptions, TableSchema};
+
+const T0_MS: i64 = 1_796_083_200_000;
+const CREATED_MS: i64 = T0_MS + 60_000;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/fixtures/hfile_v2")
+}
+
+/// One cell: `(device, ts, seq, kind, field bytes)`.
+type Cell = (u64, i64, u64, u8, Vec<u8>);
+
+/// A fixture: its file name, table, compression and cells in cell order.
+struct Fixture {
+    name: &'static str,
+    schema: TableSchema,
+    compression: Compression,
+    cells: Vec<Cell>,
+    tombstones: Vec<RangeTombstone>,
+}
+
+/// The cells of the version 1 fixture (`store_v1`, table `value: u64`),
+/// columnar: device 42's put at T0+1s (seq 2), point delete at T0 (seq 3)
+/// and the put it hides (seq 1), and one range tombstone.
+fn small() -> Fixture {
+    let schema = TableSchema::new(
+        "readings",
+        vec![Field::new("value", FieldType::U64)],
+        TableOptions::default(),
+    )
+    .unwrap();
+    let cells = vec![
+        (42, T0_MS + 1_000, 2, 1, 8u64.to_le_bytes().to_vec()),
+        (42, T0_MS, 3, 2, vec![0; 8]),
+        (42, T0_MS, 1, 1, 7u64.to_le_bytes().to_vec()),
+    ];
+    let tombstones = vec![RangeTombstone {
+        device: DeviceId(42),
+        from: T0_MS - 10_000,
+        to: T0_MS - 1,
+        seq: 4,
+    }];
+    Fixture {
+        name: "small.hfile",
+        schema,
+        compression: Compression::None,
+        cells,
+        tombstones,
+    }
+}
+
+/// Three trucks × 300 readings every 10 s: a temperature at one decimal
+/// (pco), a counter (pco), a flag (bits), under zstd where it pays.
+fn fleet() -> Fixture {
+    let schema = TableSchema::new(
+        "fleet",
+        vec![
+            Field::new("temp", FieldType::F64),
+            Field::new("count", FieldType::U32),
+            Field::new("ok", FieldType::Bool),
+        ],
+        TableOptions::default(),
+    )
+    .unwrap();
+    let mut cells = Vec::new();
+    let mut seq = 0;
+    for i in 0..300i64 {
+        for d in [7u64, 8, 9] {
+            seq += 1;
+            let temp = ((200 + (i * 7 + d as i64 * 13) % 50) as f64) / 10.0;
+            let mut f = temp.to_le_bytes().to_vec();
+            f.extend_from_slice(&((i as u32) * 3 + d as u32).to_le_bytes());
+            f.push(((i + d as i64) % 3 == 0) as u8);
+            cells.push((d, T0_MS + i * 10_000, seq, 1, f));
+        }
+    }
+    cells.sort_by_key(|c| (key::encode(DeviceId(c.0), c.1), std::cmp::Reverse(c.2)));
+    Fixture {
+        name: "fleet.hfile",
+        schema,
+        compression: Compression::Zstd(3),
+        cells,
+        tombstones: vec![],
+    }
+}
+
+fn raw_cell(c: &Cell) -> Vec<u8> {
+    let mut out = Vec::new();
+    let kind = CellKind::from_code(c.3).unwrap();
+    cell::push(&mut out, &key::encode(DeviceId(c.0), c.1), c.2, kind, &c.4);
+    out
+}
+
+/// Write `f` with the crate's writer; `mixed` makes every other block
+/// row-major (blocks of 100 cells).
+fn write(f: &Fixture, path: &Path, encoding: BlockEncoding, mixed: bool) {
+    let mut o = WriterOptions::for_table(1, &f.schema, f.cells.len(), CREATED_MS);
+    o.compression = f.compression;
+    o.encoding = encoding;
+    o.pco_level = PCO_LEVEL_DEFAULT;
+    let mut w = HFileWriter::create(&StdBackend, path, o).unwrap();
+    for (i, c) in f.cells.iter().enumerate() {
+        if mixed && i % 100 == 0 {
+            let e = [BlockEncoding::Columnar, BlockEncoding::Rows][(i / 100) % 2];
+            w.set_block_encoding(e).unwrap();
+        }
+        w.add(&raw_cell(c)).unwrap();
+    }
+    w.finish(&f.tombstones).unwrap();
+}
+
+#[test]
+#[ignore = "writes formats/fixtures/hfile_v2/; run on purpose after a format change"]
+fn regenerate_columnar_fixtures() {
+    std::fs::create_dir_all(fixtures()).unwrap();
+    for f in [small(), fleet()] {
+        write(&f, &fixtures().join(f.name), BlockEncoding::Columnar, false);
+    }
+}
+
+// ------------------------------------------------------- hand decoder
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes(b[o..o + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+/// A chunk: `codec u8 | outer u8 | inner_len u32 | stored_len u32 | bytes`.
+/// Returns the codec, the inner bytes and the offset after it.
+fn hand_chunk(b: &[u8], at: usize) -> (u8, Vec<u8>, usize) {
+    let (codec, outer) = (b[at], b[at + 1]);
+    let (inner_len, stored_len) = (u32_at(b, at + 2) as usize, u32_at(b, at + 6) as usize);
+    let stored = &b[at + 10..at + 10 + stored_len];
+    let inner = match outer {
+        0 => stored.to_vec(),
+        1 => snap::raw::Decoder::new().decompress_vec(stored).unwrap(),
+        2 => zstd::bulk::decompress(stored, inner_len).unwrap(),
+        o => panic!("outer {o}"),
+    };
+    assert_eq!(inner.len(), inner_len);
+    (codec, inner, at + 10 + stored_len)
+}
+
+/// `n` little-endian values of `width` bytes from a chunk (pco through the
+/// pco crate itself).
+fn hand_values(codec: u8, inner: &[u8], n: usize, width: usize, ty: u8) -> Vec<Vec<u8>> {
+    let flat: Vec<u8> = match codec {
+        0 => inner.to_vec(),
+        1 => inner.repeat(n),
+        3 => (0..n).map(|i| (inner[i / 8] >> (i % 8)) & 1).collect(),
+        2 => match ty {
+            1 => le(
+                pco::standalone::simple_decompress::<f64>(inner).unwrap(),
+                |x| x.to_le_bytes().to_vec(),
+            ),
+            3 => le(
+                pco::standalone::simple_decompress::<i64>(inner).unwrap(),
+                |x| x.to_le_bytes().to_vec(),
+            ),
+            5 => le(
+                pco::standalone::simple_decompress::<u64>(inner).unwrap(),
+                |x| x.to_le_bytes().to_vec(),
+            ),
+            6 => le(
+                pco::standalone::simple_decompress::<u32>(inner).unwrap(),
+                |x| x.to_le_bytes().to_vec(),
+            ),
+            t => panic!("type {t} not in the fixtures"),
+        },
+        c => panic!("codec {c}"),
+    };
+    assert_eq!(flat.len(), n * width);
+    flat.chunks(width).map(<[u8]>::to_vec).collect()
+}
+
+fn le<T>(xs: Vec<T>, f: impl Fn(T) -> Vec<u8>) -> Vec<u8> {
+    xs.into_iter().flat_map(f).collect()
+}
+
+/// Decode a whole version 2 file by hand: the cells of every block, and
+/// the codec of every chunk.
+fn hand_decode_codecs(b: &[u8]) -> (Vec<Cell>, Vec<u8>) {
+    let t = b.len() - 76;
+    assert_eq!(&b[t..t + 4], b"TSHF");
+    assert_eq!(u32_at(b, t + 4), 2, "version 2");
+    assert_eq!(u32_at(b, t + 72), crc32c::crc32c(&b[t..t + 72]));
+    let (index_at, info_at, info_len) = (
+        u64_at(b, t + 8) as usize,
+        u64_at(b, t + 40) as usize,
+        u32_at(b, t + 48),
+    );
+    assert_eq!(info_len, 110, "info section of version 2");
+    let info = &b[info_at..info_at + 110];
+    assert_eq!(info[109], 1, "encoding columnar");
+    let fields_width = u32_at(info, 8) as usize;
+    let mut out = Vec::new();
+    let mut codecs = Vec::new();
+    for i in 0..u32_at(b, index_at) as usize {
+        let e = &b[index_at + 4 + 56 * i..index_at + 4 + 56 * (i + 1)];
+        let (off, len, cells) = (
+            u64_at(e, 36) as usize,
+            u32_at(e, 44) as usize,
+            u32_at(e, 52) as usize,
+        );
+        let blk = &b[off..off + len];
+        assert_eq!(&blk[0..4], b"TSBK");
+        assert_eq!((blk[4], blk[5]), (2, 0), "kind 2 (columnar), codec 0");
+        assert_eq!(u32_at(blk, 8) as usize, cells);
+        assert_eq!(
+            u32_at(blk, 12) as usize,
+            cells * (27 + fields_width),
+            "raw_len"
+        );
+        assert_eq!(u32_at(blk, 16) as usize, len - 24, "body_len");
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&blk[..20]), &blk[24..]);
+        assert_eq!(u32_at(blk, 20), crc);
+        out.extend(hand_block(&blk[24..], cells, &mut codecs));
+    }
+    (out, codecs)
+}
+
+fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
+    let (fields, runs) = (u16_at(body, 0) as usize, u32_at(body, 2) as usize);
+    let (codec, run_bytes, at) = hand_chunk(body, 6);
+    assert_eq!(
+        (codec, run_bytes.len()),
+        (0, runs * 22),
+        "runs: raw, 22 bytes each"
+    );
+    codecs.push(codec);
+    let (codec, deltas, at) = hand_chunk(body, at);
+    let deltas = hand_values(codec, &deltas, n - runs, 8, 3);
+    codecs.push(codec);
+    let (codec, seqs, at) = hand_chunk(body, at);
+    let seqs = hand_values(codec, &seqs, n, 8, 5);
+    codecs.push(codec);
+    let (codec, kinds, mut at) = hand_chunk(body, at);
+    let kinds = hand_values(codec, &kinds, n, 1, 7);
+    codecs.push(codec);
+    let mut cols = Vec::new();
+    for _ in 0..fields {
+        let ty = body[at];
+        let width = match ty {
+            1 | 3 | 5 => 8,
+            2 | 4 | 6 => 4,
+            _ => 1,
+        };
+        let (codec, inner, next) = hand_chunk(body, at + 1);
+        cols.push(hand_values(codec, &inner, n, width, ty));
+        codecs.push(codec);
+        at = next;
+    }
+    assert_eq!(at, body.len(), "chunks fill the body");
+    let mut out = Vec::new();
+    let mut d = deltas.iter();
+    for r in run_bytes.chunks(22) {
+        let device = u64::from_be_bytes(r[2..10].try_into().unwrap());
+        assert_eq!(
+            u16::from_be_bytes([r[0], r[1]]),
+            key::prefix(DeviceId(device))
+        );
+        let count = u32_at(r, 10) as usize;
+        let mut rev = u64_at(r, 14);
+        for j in 0..count {
+            if j > 0 {
+                rev = rev.wrapping_add(u64_at(d.next().unwrap(), 0));
+            }
+            let i = out.len();
+            let f: Vec<u8> = cols.iter().flat_map(|c| c[i].clone()).collect();
+            let ts = key::unreverse_ts(rev);
+            out.push((device, ts, u64_at(&seqs[i], 0), kinds[i][0], f));
+        }
+    }
+    assert_eq!(out.len(), n);
+    out
+}
+
+// ------------------------------------------------------------- checks
+
+#[test]
+fn columnar_fixtures_follow_the_spec() {
+    // Codecs: 0 raw, 1 const, 2 pco, 3 bits; runs, ts, seq, kind, fields.
+    let want: [&[u8]; 2] = [&[0, 0, 0, 0, 0], &[0, 1, 2, 1, 2, 2, 3]];
+    for (f, want) in [small(), fleet()].into_iter().zip(want) {
+        let b = std::fs::read(fixtures().join(f.name)).unwrap();
+        let (cells, codecs) = hand_decode_codecs(&b);
+        assert_eq!(cells, f.cells, "{}", f.name);
+        assert_eq!(codecs, want, "{}", f.name);
+    }
+}
+
+#[test]
+fn the_writer_reproduces_the_small_fixture() {
+    // Every chunk of the small fixture is raw or constant (pco would be
+    // bigger), so its bytes depend on no codec's version.
+    let f = small();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("f.hfile");
+    write(&f, &p, BlockEncoding::Columnar, false);
+    assert!(std::fs::read(&p).unwrap() == std::fs::read(fixtures().join(f.name)).unwrap());
+}
+
+fn open(p: &Path, f: &Fixture) -> telestore::Result<HFileReader> {
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let (w, l) = (f.schema.fields_width(), f.schema.layout_id());
+    HFileReader::open_checked(p, 1, w, Some(l), cache)
+}
+
+fn crate_cells(r: &HFileReader) -> telestore::Result<Vec<Cell>> {
+    let mut out = Vec::new();
+    for i in 0..r.block_count() {
+        for c in r.block(i)?.chunks_exact(r.cell_width()) {
+            let c = cell::CellRef(c);
+            out.push((
+                c.device().0,
+                c.ts(),
+                c.seq(),
+                c.kind() as u8,
+                c.fields().to_vec(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn columnar_fixtures_are_accepted_by_the_crate() {
+    for f in [small(), fleet()] {
+        let p = fixtures().join(f.name);
+        let r = open(&p, &f).unwrap();
+        assert_eq!(r.info().encoding, BlockEncoding::Columnar);
+        assert_eq!(crate_cells(&r).unwrap(), f.cells, "{}", f.name);
+        assert_eq!(r.range_tombstones(), &f.tombstones[..]);
+        // The filter of a columnar file holds devices, not keys: a key of
+        // a device in the file may be present, one of another may not.
+        let k = key::encode(DeviceId(f.cells[0].0), 12345);
+        assert!(r.may_contain_key(&k));
+        assert!(r.may_contain_device(DeviceId(f.cells[0].0)));
+    }
+}
+
+#[test]
+fn mixed_files_read_like_one_encoding() {
+    let f = fleet();
+    let tmp = tempfile::tempdir().unwrap();
+    for (encoding, mixed) in [
+        (BlockEncoding::Rows, false),
+        (BlockEncoding::Columnar, true),
+        (BlockEncoding::Rows, true),
+    ] {
+        let p = tmp.path().join(format!("{encoding}-{mixed}.hfile"));
+        write(&f, &p, encoding, mixed);
+        let r = open(&p, &f).unwrap();
+        assert_eq!(
+            crate_cells(&r).unwrap(),
+            f.cells,
+            "{encoding} mixed {mixed}"
+        );
+        let b = std::fs::read(&p).unwrap();
+        let version = u32_at(&b, b.len() - 72);
+        assert_eq!(
+            version,
+            if mixed { 2 } else { 1 },
+            "{encoding} mixed {mixed}"
+        );
+        if mixed {
+            let kinds: Vec<u8> = r.index().iter().map(|e| b[e.offset as usize + 4]).collect();
+            assert!(kinds.contains(&1) && kinds.contains(&2), "{kinds:?}");
+        }
+    }
+}
+
+#[test]
+fn damaged_columnar_blocks_are_typed_errors() {
+    let f = fleet();
+    let src = std::fs::read(fixtures().join(f.name)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("0000000000000009.hfile");
+    let first = {
+        std::fs::write(&p, &src).unwrap();
+        open(&p, &f).unwrap().index()[0]
+    };
+    // A flipped bit in the body of the block: checksum error at the block.
+    let mut b = src.clone();
+    b[first.offset as usize + 60] ^= 0x04;
+    std::fs::write(&p, &b).unwrap();
+    let r = open(&p, &f).unwrap();
+    assert!(crate_cells(&r).is_err());
+    match r.block(0) {
+        Err(Error::ChecksumMismatch { file, offset, .. }) => {
+            assert_eq!((file, offset), (p.clone(), first.offset))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The body changed and its CRCs fixed (block and index copy): a body
+    // the decoder refuses is Corrupt at the block, never a panic.
+    for at in [24usize, 26, 30, 36, 40] {
+        let mut b = src.clone();
+        let o = first.offset as usize;
+        b[o + at] ^= 0xff;
+        let crc = crc32c::crc32c_append(
+            crc32c::crc32c(&b[o..o + 20]),
+            &b[o + 24..o + first.len as usize],
+        );
+        b[o + 20..o + 24].copy_from_slice(&crc.to_le_bytes());
+        fix_index_crc(&mut b, 0, crc);
+        std::fs::write(&p, &b).unwrap();
+        let r = open(&p, &f).unwrap();
+        match r.block(0) {
+            Err(Error::Corrupt { file, offset, .. }) => {
+                assert_eq!((file, offset), (p.clone(), first.offset), "byte {at}")
+            }
+            other => panic!("byte {at}: {other:?}"),
+        }
+    }
+}
+
+/// Set index entry `i`'s crc and recompute the index and trailer CRCs.
+fn fix_index_crc(b: &mut [u8], i: usize, crc: u32) {
+    let t = b.len() - 76;
+    let (index_at, index_len) = (u64_at(b, t + 8) as usize, u32_at(b, t + 16) as usize);
+    let e = index_at + 4 + 56 * i;
+    b[e + 48..e + 52].copy_from_slice(&crc.to_le_bytes());
+    let c = crc32c::crc32c(&b[index_at..index_at + index_len]);
+    b[t + 20..t + 24].copy_from_slice(&c.to_le_bytes());
+    let c = crc32c::crc32c(&b[t..t + 72]);
+    b[t + 72..t + 76].copy_from_slice(&c.to_le_bytes());
+}
