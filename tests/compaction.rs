@@ -16,6 +16,7 @@ use telestore::cache::BlockCache;
 use telestore::cell::{CellKind, CellRef};
 use telestore::clock::ManualClock;
 use telestore::hfile::HFileReader;
+use telestore::schema::BlockEncoding;
 use telestore::{Durability, Error, Options, Order, Store, TableOptions};
 
 const T0: i64 = 1_700_000_000_000;
@@ -165,14 +166,18 @@ fn model_with_flushes_minor_and_major_compactions_ttl_and_deletes() {
             87..=93 => {
                 counts[1] += store.compact("t", false).unwrap().len();
             }
-            94..=97 => {
+            94..=96 => {
                 counts[2] += store.compact("t", true).unwrap().len();
             }
+            97 => flip_encoding(&store),
             _ => {
                 store.close().unwrap();
                 store = open(dir.path(), options(clock.clone()));
                 counts[3] += 1;
             }
+        }
+        if step % 150 == 75 {
+            flip_encoding(&store); // and now and then at random (97)
         }
         if step % 10 == 0 {
             check(&store, &model, clock.now());
@@ -212,6 +217,102 @@ fn model_with_flushes_minor_and_major_compactions_ttl_and_deletes() {
         "cells on disk after the final major compaction"
     );
     check(&store, &model, clock.now());
+}
+
+/// Switch table `t` between rows and columnar blocks: later flushes and
+/// compactions write the other layout, files already written keep theirs.
+fn flip_encoding(store: &Store) {
+    let now = store.schema("t").unwrap().options.encoding;
+    let next = match now {
+        BlockEncoding::Rows => BlockEncoding::Columnar,
+        BlockEncoding::Columnar => BlockEncoding::Rows,
+    };
+    store.set_table_encoding("t", next).unwrap();
+}
+
+/// Encoding of every HFile of table 1 (from its info section).
+fn file_encodings(dir: &Path) -> Vec<BlockEncoding> {
+    let tdir = dir.join("tables").join("1");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&tdir).unwrap() {
+        let p = e.unwrap().path();
+        let r = HFileReader::open(&p, 0, 13, Arc::new(BlockCache::new(1 << 20))).unwrap();
+        out.push(r.info().encoding);
+    }
+    out
+}
+
+#[test]
+fn a_compaction_writes_the_tables_current_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = open(dir.path(), options(clock.clone()));
+    let table = TableOptions {
+        regions: 2,
+        block_size_bytes: 1024,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", table)).unwrap();
+    let rows: Vec<(u64, i64, u64)> = (0..600u64)
+        .map(|i| (i % DEVICES, T0 - (i as i64 / 10) * 1000, i))
+        .collect();
+    store
+        .write("t", &small_rows(&rows[..300]), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    let want_half = store
+        .scan_all("t", i64::MIN, i64::MAX, |_| true)
+        .unwrap()
+        .rows;
+    assert!(file_encodings(dir.path())
+        .iter()
+        .all(|e| *e == BlockEncoding::Rows));
+    store
+        .set_table_encoding("t", BlockEncoding::Columnar)
+        .unwrap();
+    store
+        .write("t", &small_rows(&rows[300..]), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    let mixed = file_encodings(dir.path());
+    assert!(
+        mixed.contains(&BlockEncoding::Rows) && mixed.contains(&BlockEncoding::Columnar),
+        "{mixed:?}"
+    );
+    let read = |s: &Store| -> Vec<(u64, i64, Vec<u8>)> {
+        let mut v = Vec::new();
+        for d in 0..DEVICES {
+            for r in s
+                .scan("t", d, i64::MIN, i64::MAX, Order::NewestFirst)
+                .unwrap()
+            {
+                v.push((d, r.ts, r.fields.clone()));
+            }
+        }
+        v
+    };
+    let before = read(&store);
+    assert_eq!(before.len(), 600);
+    assert!(want_half < 600);
+    store.compact("t", true).unwrap();
+    assert!(file_encodings(dir.path())
+        .iter()
+        .all(|e| *e == BlockEncoding::Columnar));
+    assert_eq!(read(&store), before, "the conversion changes no reading");
+    store.close().unwrap();
+    let store = open(dir.path(), options(clock));
+    assert_eq!(
+        store.schema("t").unwrap().options.encoding,
+        BlockEncoding::Columnar
+    );
+    assert_eq!(read(&store), before);
+    store.set_table_encoding("t", BlockEncoding::Rows).unwrap();
+    store.compact("t", true).unwrap();
+    assert!(file_encodings(dir.path())
+        .iter()
+        .all(|e| *e == BlockEncoding::Rows));
+    assert_eq!(read(&store), before, "and back");
+    store.close().unwrap();
 }
 
 trait Now {

@@ -1872,7 +1872,10 @@ fn manifest_v3_is_read_and_upgraded() {
     drop(m);
     let b = read(&p);
     assert_eq!(u32_at(&b, 4), 4, "a read-write open rewrites it as v4");
-    assert!(fuzz_decode_manifest(&b).unwrap() >= 4, "a snapshot of the state");
+    assert!(
+        fuzz_decode_manifest(&b).unwrap() >= 4,
+        "a snapshot of the state"
+    );
     let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
     assert_eq!(m.state(), want.state(), "and it reads back the same");
 }

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 use telestore::ingest::server::{start, ServerConfig};
+use telestore::schema::BlockEncoding;
 use telestore::{Options, Store};
 
 fn bin() -> Command {
@@ -37,6 +38,17 @@ fn fixture() -> (tempfile::TempDir, Model) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let m = mixed::fill(&store);
+    store.close().unwrap();
+    (dir, m)
+}
+
+/// [`fixture`] with the table's blocks in `encoding`, major-compacted so
+/// that every file is written in it.
+fn fixture_with(encoding: BlockEncoding) -> (tempfile::TempDir, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let m = mixed::fill_with(&store, encoding);
+    store.compact(TABLE, true).unwrap();
     store.close().unwrap();
     (dir, m)
 }
@@ -347,7 +359,13 @@ fn pyarrow_and_duckdb_read_the_exports() {
         eprintln!("skipped: TELESTORE_PYTHON is not set (tools/test-all.sh sets it)");
         return;
     };
-    let (dir, m) = fixture();
+    for encoding in [BlockEncoding::Rows, BlockEncoding::Columnar] {
+        exports_read_by_pyarrow_and_duckdb(&python, encoding);
+    }
+}
+
+fn exports_read_by_pyarrow_and_duckdb(python: &str, encoding: BlockEncoding) {
+    let (dir, m) = fixture_with(encoding);
     let d = dir.path();
     let mut specs = Vec::new();
     for (name, format, codec) in [

@@ -448,3 +448,50 @@ fn writes_go_through_after_recovery_leaves_memstores_over_the_limit() {
         .unwrap();
     assert_eq!(row_count(&store, "t"), 40 * 1000 + 1);
 }
+
+/// `telestore table create --encoding`, `table alter` and `table list`.
+#[test]
+fn table_encoding_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let run = |args: &[&str]| common::telestore_cli(d, args);
+    let o = run(&[
+        "table",
+        "create",
+        "t",
+        "--field",
+        "v:f64",
+        "--encoding",
+        "zigzag",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("rows or columnar"),
+        "{o:?}"
+    );
+    let o = run(&[
+        "table",
+        "create",
+        "t",
+        "--field",
+        "v:f64",
+        "--encoding",
+        "columnar",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let list = |want: &str| {
+        let o = run(&["table", "list"]);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(out.contains(&format!("encoding {want}")), "{out}");
+    };
+    list("columnar");
+    let o = run(&["table", "alter", "t", "--encoding", "rows"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("new files are rows"),
+        "{o:?}"
+    );
+    list("rows");
+    let o = run(&["table", "alter", "nope", "--encoding", "rows"]);
+    assert!(!o.status.success(), "{o:?}");
+}

@@ -80,6 +80,10 @@ pub struct IngestArgs {
     /// table default).
     #[arg(long, default_value_t = telestore::schema::TableOptions::default().encoding.name().to_string())]
     encoding: String,
+    /// Table block size in bytes (rows blocks close at this many raw
+    /// bytes, columnar blocks at a sixteenth of it in rows).
+    #[arg(long, default_value_t = telestore::schema::TableOptions::default().block_size_bytes)]
+    block_size: u32,
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
@@ -104,6 +108,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     schema.options.compression = telestore::Compression::parse(&a.compression)?;
     schema.options.regions = a.regions;
     schema.options.encoding = telestore::schema::BlockEncoding::parse(&a.encoding)?;
+    schema.options.block_size_bytes = a.block_size;
     store.create_table(schema)?;
     println!(
         "telestore bench ingest: {} devices x {} rows ({} values, seed {}), batches of {}, {} writers, durability {}, {} {}, io {}",

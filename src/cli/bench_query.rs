@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 use telestore::query::export::{BackgroundSink, Codec, FileFormat, FileSink};
 use telestore::query::{Kind, Params, Plan, Prepared};
-use telestore::testkit::{mix, push_fleet_row, readings_schema, FLEET_T0_MS};
+use telestore::schema::batch::push_row;
+use telestore::testkit::{mix, readings_schema, Truck, Values, FLEET_T0_MS};
 use telestore::{Durability, Options, Store};
 
 const TABLE: &str = "readings";
@@ -60,12 +61,38 @@ pub struct QueryBenchArgs {
     /// page cache, as a daemon's flushes are).
     #[arg(long, default_value_t = 360)]
     fresh_rounds: u64,
+    /// Data block layout of the table when it is created: rows or columnar.
+    #[arg(long, default_value_t = telestore::schema::TableOptions::default().encoding.name().to_string())]
+    encoding: String,
+    /// sensor: readings at sensor precision (TSBS-like, as `load`);
+    /// full-precision: the random walks' raw doubles.
+    #[arg(long, default_value = "sensor", value_parser = ["sensor", "full-precision"])]
+    values: String,
+    /// Table block size in bytes (rows blocks close at this many raw
+    /// bytes, columnar blocks at a sixteenth of it in rows).
+    #[arg(long, default_value_t = telestore::schema::TableOptions::default().block_size_bytes)]
+    block_size: u32,
+}
+
+/// The fleet's trucks (their random walks go on from batch to batch).
+struct Fleet {
+    trucks: Vec<Truck>,
+    values: Values,
+}
+
+impl Fleet {
+    fn new(a: &QueryBenchArgs) -> Result<Self> {
+        Ok(Fleet {
+            trucks: (0..a.devices).map(|d| Truck::new(1, d)).collect(),
+            values: Values::parse(&a.values).map_err(anyhow::Error::msg)?,
+        })
+    }
 }
 
 /// `latest` of every device right after a flush that wrote
 /// `fresh_rounds` new readings for each: the first read of the newest
 /// file.
-fn latest_after_flush(store: &Store, a: &QueryBenchArgs) -> Result<()> {
+fn latest_after_flush(store: &Store, a: &QueryBenchArgs, fleet: &mut Fleet) -> Result<()> {
     let mut h = Histogram::<u64>::new(3)?;
     let mut p = Params {
         kind: Kind::Latest,
@@ -77,7 +104,7 @@ fn latest_after_flush(store: &Store, a: &QueryBenchArgs) -> Result<()> {
         // After the table's day (the range queries' window), whatever
         // --rows-per-device is.
         let first = a.rows_per_device.max(8_640) + k * a.fresh_rounds;
-        write_rounds(store, a.devices, first..first + a.fresh_rounds)?;
+        write_rounds(store, fleet, first..first + a.fresh_rounds)?;
         let before = store.stats().cache;
         for d in 0..a.devices {
             p.device = Some(d.to_string());
@@ -101,11 +128,12 @@ fn latest_after_flush(store: &Store, a: &QueryBenchArgs) -> Result<()> {
 
 /// Write one reading of every device per round of `rounds` (the last
 /// batch synced), then flush.
-fn write_rounds(store: &Store, devices: u64, rounds: std::ops::Range<u64>) -> Result<()> {
+fn write_rounds(store: &Store, fleet: &mut Fleet, rounds: std::ops::Range<u64>) -> Result<()> {
     let mut batch = Vec::with_capacity(8 << 20);
     for round in rounds {
-        for d in 0..devices {
-            push_fleet_row(&mut batch, d, round, 10_000);
+        let ts = FLEET_T0_MS + round as i64 * 10_000;
+        for (d, t) in fleet.trucks.iter_mut().enumerate() {
+            push_row(&mut batch, d as u64, ts, &t.next_fields(fleet.values));
         }
         if batch.len() >= 4 << 20 {
             store.write(TABLE, &batch, Durability::Async)?;
@@ -117,14 +145,17 @@ fn write_rounds(store: &Store, devices: u64, rounds: std::ops::Range<u64>) -> Re
     Ok(())
 }
 
-fn build(store: &Store, a: &QueryBenchArgs) -> Result<()> {
+fn build(store: &Store, a: &QueryBenchArgs, fleet: &mut Fleet) -> Result<()> {
     if store.table_names().iter().any(|t| t == TABLE) {
         println!("reusing the table in {}", a.dir.display());
         return Ok(());
     }
-    store.create_table(readings_schema(TABLE))?;
+    let mut schema = readings_schema(TABLE);
+    schema.options.encoding = telestore::schema::BlockEncoding::parse(&a.encoding)?;
+    schema.options.block_size_bytes = a.block_size;
+    store.create_table(schema)?;
     let t0 = Instant::now();
-    write_rounds(store, a.devices, 0..a.rows_per_device)?;
+    write_rounds(store, fleet, 0..a.rows_per_device)?;
     println!(
         "built {} rows in {:.1} s",
         a.devices * a.rows_per_device,
@@ -161,7 +192,8 @@ pub fn run(a: QueryBenchArgs) -> Result<()> {
         ..Options::default()
     };
     let store = Store::open(&a.dir, opts)?;
-    build(&store, &a)?;
+    let mut fleet = Fleet::new(&a)?;
+    build(&store, &a, &mut fleet)?;
     if !a.no_compact {
         let t = Instant::now();
         store.compact(TABLE, true)?;
@@ -169,9 +201,11 @@ pub fn run(a: QueryBenchArgs) -> Result<()> {
     }
     let total = store.scan_all(TABLE, i64::MIN, i64::MAX, |_| true)?.rows;
     let st = store.stats();
+    let encoding = store.schema(TABLE)?.options.encoding;
     println!(
-        "table {TABLE}: {total} rows in {} HFiles, io {}",
+        "table {TABLE}: {total} rows in {} HFiles ({encoding}, {} values), io {}",
         st.hfiles,
+        a.values,
         store.io_kind().name()
     );
 
@@ -194,7 +228,7 @@ pub fn run(a: QueryBenchArgs) -> Result<()> {
         anyhow::ensure!(n == 1, "latest returned {n} rows");
     }
     report("latest (n=1, warm)", &h);
-    latest_after_flush(&store, &a)?;
+    latest_after_flush(&store, &a, &mut fleet)?;
 
     let day = 86_400_000i64;
     let mut p = Params {

@@ -25,8 +25,18 @@ use crate::util::bin::{BinReader, BinWriter};
 
 /// Block kind of a columnar block (a row-major block is kind 1).
 pub const BLOCK_KIND_COLUMNAR: u8 = 2;
-/// Rows at which the writer closes a columnar block.
-pub const COLUMNAR_BLOCK_ROWS: usize = 4096;
+/// Cells per columnar block for every byte of the table's
+/// `block_size_bytes`: a columnar block closes at `block_size_bytes /
+/// 16` cells (4,096 at the default 64 KiB), so the one block-size knob
+/// moves both layouts the same way (numeric codecs need a few thousand
+/// values per column to find its structure; see `benches/RESULTS.md`).
+pub const COLUMNAR_BYTES_PER_ROW: usize = 16;
+
+/// Cells at which the writer closes a columnar block of a table whose
+/// blocks are `block_size_bytes`.
+pub fn columnar_block_rows(block_size_bytes: usize) -> usize {
+    (block_size_bytes / COLUMNAR_BYTES_PER_ROW).max(1)
+}
 /// Bytes of a chunk header.
 pub const CHUNK_HEADER_LEN: usize = 10;
 /// Key bytes that define a run: hash prefix and device id.

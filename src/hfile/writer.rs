@@ -9,7 +9,7 @@
 
 use super::block;
 use super::bloom::Bloom;
-use super::columnar::{ColumnarConfig, COLUMNAR_BLOCK_ROWS};
+use super::columnar::{columnar_block_rows, ColumnarConfig};
 use super::sections::{
     encode_index, encode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer, HFILE_VERSION,
     HFILE_VERSION_ROWS,
@@ -85,7 +85,7 @@ pub const PCO_LEVEL_DEFAULT: usize = 8;
 pub const PCO_LEVEL_FLUSH: usize = 4;
 
 /// A columnar block closes at this many raw bytes (cells × width) even
-/// before [`COLUMNAR_BLOCK_ROWS`], so wide rows stay under `BLOCK_RAW_MAX`.
+/// before [`columnar_block_rows`], so wide rows stay under `BLOCK_RAW_MAX`.
 pub const COLUMNAR_BLOCK_RAW_MAX: usize = 4 << 20;
 
 /// Writes one HFile.
@@ -215,7 +215,7 @@ impl HFileWriter {
         let full = match self.block_encoding {
             BlockEncoding::Rows => self.raw.len() >= self.opts.block_size_bytes,
             BlockEncoding::Columnar => {
-                self.raw_cells as usize >= COLUMNAR_BLOCK_ROWS
+                self.raw_cells as usize >= columnar_block_rows(self.opts.block_size_bytes)
                     || self.raw.len() >= COLUMNAR_BLOCK_RAW_MAX
             }
         };

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use telestore::schema::batch::push_row;
-use telestore::schema::{Field, FieldType, TableOptions, TableSchema};
+use telestore::schema::{BlockEncoding, Field, FieldType, TableOptions, TableSchema};
 use telestore::{Durability, Store};
 
 pub const TABLE: &str = "m";
@@ -17,6 +17,11 @@ pub const RAW_ID: u64 = 7;
 pub const FIELDS: [&str; 7] = ["f", "g", "i", "j", "u", "w", "b"];
 
 pub fn schema() -> TableSchema {
+    schema_with(TableOptions::default().encoding)
+}
+
+/// [`schema`] with its blocks in `encoding`.
+pub fn schema_with(encoding: BlockEncoding) -> TableSchema {
     let t = [
         FieldType::F64,
         FieldType::F32,
@@ -33,6 +38,7 @@ pub fn schema() -> TableSchema {
         .collect();
     let opts = TableOptions {
         regions: 4,
+        encoding,
         ..TableOptions::default()
     };
     TableSchema::new(TABLE, fields, opts).unwrap()
@@ -126,7 +132,12 @@ pub fn fmt_ts(ms: i64) -> String {
 /// for even, West for odd), one unnamed device, a flush in the middle,
 /// overwrites of every 50th reading after it, and one deleted reading.
 pub fn fill(store: &Store) -> Model {
-    store.create_table(schema()).unwrap();
+    fill_with(store, TableOptions::default().encoding)
+}
+
+/// [`fill`] into a table whose blocks are `encoding`.
+pub fn fill_with(store: &Store, encoding: BlockEncoding) -> Model {
+    store.create_table(schema_with(encoding)).unwrap();
     let mut names = BTreeMap::new();
     let mut fleet = BTreeMap::new();
     let regs: Vec<(String, Vec<(String, String)>)> = (0..6)
