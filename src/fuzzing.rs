@@ -49,7 +49,9 @@ pub fn hfile_block(data: &[u8]) {
     let Some((w, rest)) = data.split_first() else {
         return;
     };
-    let _ = block::decode(rest, crate::cell::cell_width(usize::from(*w)));
+    let width = crate::cell::cell_width(usize::from(*w));
+    let _ = block::decode(rest, width);
+    let _ = block::decode_heads(rest, width);
 }
 
 /// A columnar block body without the block's checksum in the way: the
@@ -60,6 +62,7 @@ pub fn columnar_block(data: &[u8]) {
     };
     let width = crate::cell::cell_width(usize::from(*w));
     let _ = columnar::decode(body, usize::from(*n) + 1, width);
+    let _ = columnar::run_head_cells(body, usize::from(*n) + 1, width);
 }
 
 /// An HFile trailer.

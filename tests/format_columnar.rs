@@ -138,6 +138,7 @@ fn write(f: &Fixture, path: &Path, encoding: BlockEncoding, mixed: bool) {
 fn regenerate_columnar_fixtures() {
     std::fs::create_dir_all(fixtures()).unwrap();
     for f in [small(), fleet()] {
+        std::fs::remove_file(fixtures().join(f.name)).ok();
         write(&f, &fixtures().join(f.name), BlockEncoding::Columnar, false);
     }
 }
@@ -257,6 +258,9 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
         "runs: raw, 22 bytes each"
     );
     codecs.push(codec);
+    let (codec, heads, at) = hand_chunk(body, at);
+    assert_eq!(codec, 0, "heads: raw");
+    codecs.push(codec);
     let (codec, deltas, at) = hand_chunk(body, at);
     let deltas = hand_values(codec, &deltas, n - runs, 8, 3);
     codecs.push(codec);
@@ -280,9 +284,14 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
         at = next;
     }
     assert_eq!(at, body.len(), "chunks fill the body");
-    let mut out = Vec::new();
+    let mut out: Vec<Cell> = Vec::new();
     let mut d = deltas.iter();
-    for r in run_bytes.chunks(22) {
+    let head_len = 9 + cols.iter().map(|c| c[0].len()).sum::<usize>();
+    assert!(
+        heads.is_empty() || heads.len() == runs * head_len,
+        "heads: none or one per run"
+    );
+    for (j, r) in run_bytes.chunks(22).enumerate() {
         let device = u64::from_be_bytes(r[2..10].try_into().unwrap());
         assert_eq!(
             u16::from_be_bytes([r[0], r[1]]),
@@ -299,6 +308,15 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
             let ts = key::unreverse_ts(rev);
             out.push((device, ts, u64_at(&seqs[i], 0), kinds[i][0], f));
         }
+        if !heads.is_empty() {
+            // The run's first cell without its key: seq | kind | fields.
+            let h = &heads[j * head_len..(j + 1) * head_len];
+            let first = &out[out.len() - count];
+            assert_eq!(
+                (u64_at(h, 0), h[8], &h[9..]),
+                (first.2, first.3, &first.4[..])
+            );
+        }
     }
     assert_eq!(out.len(), n);
     out
@@ -308,8 +326,9 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
 
 #[test]
 fn columnar_fixtures_follow_the_spec() {
-    // Codecs: 0 raw, 1 const, 2 pco, 3 bits; runs, ts, seq, kind, fields.
-    let want: [&[u8]; 2] = [&[0, 0, 0, 0, 0], &[0, 1, 2, 1, 2, 2, 3]];
+    // Codecs: 0 raw, 1 const, 2 pco, 3 bits; runs, heads, ts, seq, kind,
+    // fields.
+    let want: [&[u8]; 2] = [&[0, 0, 0, 0, 0, 0], &[0, 0, 1, 2, 1, 2, 2, 3]];
     for (f, want) in [small(), fleet()].into_iter().zip(want) {
         let b = std::fs::read(fixtures().join(f.name)).unwrap();
         let (cells, codecs) = hand_decode_codecs(&b);

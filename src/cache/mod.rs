@@ -61,6 +61,11 @@ impl BlockCache {
             .get_or_insert_with(&(file_id, block), || load().map(Arc::new))
     }
 
+    /// Is the block cached (counts nothing)?
+    pub fn contains(&self, file_id: u64, block: u32) -> bool {
+        self.cache.peek(&(file_id, block)).is_some()
+    }
+
     /// Get a block if cached, else load it without caching it (bulk
     /// reads such as compaction must not evict the blocks readers use).
     pub fn get_or_load_uncached(

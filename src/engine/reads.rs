@@ -34,6 +34,9 @@ struct Query {
     device: Option<DeviceId>,
     exact_key: Option<RowKey>,
     versions: u32,
+    /// The read usually stops at its first row (`latest`, a get): files
+    /// serve it from run heads where they can ([`FileSource::first_rows`]).
+    first_rows: bool,
 }
 
 impl Store {
@@ -114,7 +117,11 @@ impl Store {
             if !skip {
                 stats.files_read += 1;
                 let pf = Some(self.shared.prefetch.clone());
-                sources.push(Box::new(FileSource::new(f.clone(), q.lo, q.hi, pf)?));
+                let src = match q.first_rows {
+                    true => FileSource::first_rows(f.clone(), q.lo, q.hi, pf)?,
+                    false => FileSource::new(f.clone(), q.lo, q.hi, pf)?,
+                };
+                sources.push(Box::new(src));
             }
         }
         if let Some(d) = q.device {
@@ -159,6 +166,7 @@ impl Store {
             device: Some(DeviceId(device)),
             exact_key: Some(k),
             versions,
+            first_rows: true,
         };
         let mut out = Vec::new();
         self.run(&t, &q, |r| {
@@ -174,11 +182,29 @@ impl Store {
         if n == 0 {
             return Ok(out);
         }
-        self.scan_with(table, device, i64::MIN, i64::MAX, Order::NewestFirst, |r| {
+        let t = self.read_table(table)?;
+        let mut q = Self::device_query(device, i64::MIN, i64::MAX);
+        q.first_rows = n == 1;
+        self.run(&t, &q, |r| {
             out.push(r.into());
             out.len() < n
         })?;
         Ok(out)
+    }
+
+    /// The query of a device's readings in `[from, to]` (`from <= to`).
+    fn device_query(device: u64, from: i64, to: i64) -> Query {
+        let (lo, hi) = key::device_range(DeviceId(device), from, to).expect("from <= to checked");
+        Query {
+            lo,
+            hi,
+            from,
+            to,
+            device: Some(DeviceId(device)),
+            exact_key: None,
+            versions: 1,
+            first_rows: false,
+        }
     }
 
     /// A device's readings with `from <= ts <= to` (both inclusive).
@@ -216,16 +242,7 @@ impl Store {
                 format!("from {from} > to {to}"),
             ));
         }
-        let (lo, hi) = key::device_range(DeviceId(device), from, to).expect("from <= to checked");
-        let q = Query {
-            lo,
-            hi,
-            from,
-            to,
-            device: Some(DeviceId(device)),
-            exact_key: None,
-            versions: 1,
-        };
+        let q = Self::device_query(device, from, to);
         match order {
             Order::NewestFirst => self.run(&t, &q, visit),
             Order::OldestFirst => {
@@ -272,6 +289,7 @@ impl Store {
             device: None,
             exact_key: None,
             versions: 1,
+            first_rows: false,
         };
         parallel::scan(self, &t, &q, visit)
     }

@@ -153,9 +153,8 @@ pub enum BlockError {
     Other(Error),
 }
 
-/// Verify and decompress a whole block (`b` = header + body) into cells of
-/// `cell_width` bytes. Never panics on any input.
-pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, BlockError> {
+/// Check a block's header, length and CRC; its header and body.
+fn verified(b: &[u8]) -> std::result::Result<(BlockHeader, &[u8]), BlockError> {
     let h = decode_header(b).map_err(BlockError::Other)?;
     let body_end = BLOCK_HEADER_LEN + h.body_len as usize;
     if body_end != b.len() {
@@ -172,6 +171,33 @@ pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, Block
             actual,
         });
     }
+    Ok((h, body))
+}
+
+/// Verify a block and, when it is columnar and stores run heads, return
+/// the first cell of each run (whole cells, in cell order) without
+/// decoding a column; `None` otherwise. Never panics on any input.
+pub fn decode_heads(
+    b: &[u8],
+    cell_width: usize,
+) -> std::result::Result<Option<Vec<u8>>, BlockError> {
+    let (h, body) = verified(b)?;
+    if h.kind != BLOCK_KIND_COLUMNAR {
+        return Ok(None);
+    }
+    let heads =
+        columnar::run_head_cells(body, h.cells as usize, cell_width).map_err(BlockError::Other)?;
+    if let Some(c) = &heads {
+        let n = (c.len() / cell_width) as u32;
+        check_cells(c, n, cell_width).map_err(BlockError::Other)?;
+    }
+    Ok(heads)
+}
+
+/// Verify and decompress a whole block (`b` = header + body) into cells of
+/// `cell_width` bytes. Never panics on any input.
+pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, BlockError> {
+    let (h, body) = verified(b)?;
     if cell_width < CELL_HEAD_LEN || h.raw_len as usize != h.cells as usize * cell_width {
         return Err(BlockError::Other(Error::decode(
             "block",

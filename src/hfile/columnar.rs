@@ -3,14 +3,16 @@
 //! block body.
 //!
 //! ```text
-//! body:  fields u16 | runs u32 | chunk(runs) | chunk(ts deltas) | chunk(seq)
-//!        | chunk(kind) | fields × (type u8 | chunk(field))
+//! body:  fields u16 | runs u32 | chunk(runs) | chunk(heads) | chunk(ts deltas)
+//!        | chunk(seq) | chunk(kind) | fields × (type u8 | chunk(field))
 //! chunk: codec u8 | outer u8 | inner_len u32 | stored_len u32 | stored bytes
 //! ```
 //!
 //! Keys are stored as runs of one 10-byte key prefix (hash prefix and
 //! device), each with its length and first reversed timestamp; the other
-//! timestamps as differences from the previous row of the run. Numeric
+//! timestamps as differences from the previous row of the run. The first
+//! cell of each run is also kept whole ("heads"), so `latest` reads a
+//! device's newest row without decoding any column. Numeric
 //! columns go through `pco`; a column of one repeated value is stored once;
 //! bytes that are all 0 or 1 are stored as bits. The table's compression
 //! goes on top of a chunk only where it makes the chunk smaller. Decoding
@@ -43,6 +45,9 @@ pub const CHUNK_HEADER_LEN: usize = 10;
 pub const RUN_KEY_LEN: usize = 10;
 /// Bytes per run in the runs chunk: key prefix, length u32, first reversed ts u64.
 pub const RUN_LEN: usize = RUN_KEY_LEN + 4 + 8;
+/// The writer stores run heads when runs are at least this long on
+/// average (`runs × 8 <= cells`).
+pub const HEADS_MIN_RUN_ROWS: usize = 8;
 
 /// Chunk codecs (what the stored bytes are, under the outer compression).
 pub const CODEC_RAW: u8 = 0;
@@ -65,7 +70,7 @@ pub struct ColumnarConfig {
 /// What one chunk of a block holds (for `describe` and the benchmarks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkStat {
-    /// `runs`, `ts`, `seq`, `kind` or `field i`.
+    /// `runs`, `heads`, `ts`, `seq`, `kind` or `field i`.
     pub column: String,
     pub codec: u8,
     pub outer: u8,
@@ -109,6 +114,12 @@ pub fn encode(
     w.u16(types.len() as u16).u32((runs.len() / RUN_LEN) as u32);
     out.extend_from_slice(&w.into_inner());
     put_chunk(out, CODEC_RAW, &runs, cfg.compression)?;
+    put_chunk(
+        out,
+        CODEC_RAW,
+        &run_heads(cells, cell_width, &runs),
+        cfg.compression,
+    )?;
     let (codec, b) = numeric::<i64>(&deltas, 8, cfg.pco_level)?;
     put_chunk(out, codec, &b, cfg.compression)?;
     let seq = Column {
@@ -168,6 +179,38 @@ fn key_runs(cells: &[u8], width: usize) -> (Vec<u8>, Vec<u8>) {
     runs[run_start + RUN_KEY_LEN..run_start + RUN_KEY_LEN + 4]
         .copy_from_slice(&count.to_le_bytes());
     (runs, deltas)
+}
+
+/// The heads chunk's inner bytes: for each run, its first cell without
+/// the key (seq, kind, fields), so that the newest row of a device is
+/// read without decoding a column; empty when runs are shorter than
+/// [`HEADS_MIN_RUN_ROWS`] on average (the heads would cost too much).
+fn run_heads(cells: &[u8], width: usize, runs: &[u8]) -> Vec<u8> {
+    if runs.len() / RUN_LEN * HEADS_MIN_RUN_ROWS > cells.len() / width {
+        return Vec::new();
+    }
+    heads_of(cells, width, runs)
+}
+
+/// Every run's first cell without its key.
+fn heads_of(cells: &[u8], width: usize, runs: &[u8]) -> Vec<u8> {
+    let n_runs = runs.len() / RUN_LEN;
+    let mut out = Vec::with_capacity(n_runs * (width - KEY_LEN));
+    let mut row = 0usize;
+    for run in runs.chunks_exact(RUN_LEN) {
+        out.extend_from_slice(&cells[row * width + KEY_LEN..(row + 1) * width]);
+        row += run_count(run);
+    }
+    out
+}
+
+/// A run's cell count (the caller checked the run's length).
+fn run_count(run: &[u8]) -> usize {
+    u32::from_le_bytes(
+        run[RUN_KEY_LEN..RUN_KEY_LEN + 4]
+            .try_into()
+            .expect("4 bytes"),
+    ) as usize
 }
 
 /// Encode one column of type `t` and append it as a chunk.
@@ -319,16 +362,17 @@ pub fn describe(body: &[u8]) -> Result<Vec<ChunkStat>> {
     let fields = r.u16()? as usize;
     r.u32()?;
     let mut stats = Vec::new();
-    for i in 0..4 + fields {
+    for i in 0..5 + fields {
         let mut column = match i {
             0 => "runs".to_string(),
-            1 => "ts".to_string(),
-            2 => "seq".to_string(),
-            3 => "kind".to_string(),
-            _ => format!("field {}", i - 4),
+            1 => "heads".to_string(),
+            2 => "ts".to_string(),
+            3 => "seq".to_string(),
+            4 => "kind".to_string(),
+            _ => format!("field {}", i - 5),
         };
         let at = r.remaining();
-        if i >= 4 {
+        if i >= 5 {
             let t = FieldType::from_code(r.u8()?)?;
             column.push_str(&format!(" ({})", t.name()));
         }
@@ -361,6 +405,7 @@ fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Resul
         ));
     }
     let runs_chunk = take_chunk(&mut r, runs * RUN_LEN)?;
+    let heads = take_heads(&mut r, runs, width)?;
     let deltas = take_chunk(&mut r, (cells - runs) * 8)?;
     let deltas = values(&deltas, FieldType::I64, cells - runs)?;
     put_keys(&runs_chunk, runs, &deltas, width, out)?;
@@ -403,7 +448,72 @@ fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Resul
             ),
         ));
     }
-    r.finish()
+    r.finish()?;
+    if !heads.is_empty() && heads != heads_of(out, width, &runs_chunk.inner) {
+        return Err(Error::decode(
+            "columnar block",
+            "run heads disagree with the columns",
+        ));
+    }
+    Ok(())
+}
+
+/// The heads chunk: empty, or one `width − 18`-byte head per run.
+fn take_heads(r: &mut BinReader<'_>, runs: usize, width: usize) -> Result<Vec<u8>> {
+    let want = runs * (width - KEY_LEN);
+    let c = take_chunk(r, want)?;
+    if c.codec != CODEC_RAW || !(c.inner.is_empty() || c.inner.len() == want) {
+        return Err(Error::decode("columnar block", "heads chunk"));
+    }
+    Ok(c.inner)
+}
+
+/// The first cell of every run of a columnar body, row-major and in cell
+/// order (whole cells: the key rebuilt from the run), read from the runs
+/// and heads chunks alone; `None` when the block stores no heads. Never
+/// panics on any input.
+pub fn run_head_cells(body: &[u8], cells: usize, width: usize) -> Result<Option<Vec<u8>>> {
+    if cells == 0 || width < CELL_HEAD_LEN {
+        return Err(Error::decode("columnar block", "no cells"));
+    }
+    let mut r = BinReader::new(body, "columnar block");
+    r.u16()?;
+    let runs = r.u32()? as usize;
+    if runs == 0 || runs > cells {
+        return Err(Error::decode(
+            "columnar block",
+            format!("{runs} runs for {cells} cells"),
+        ));
+    }
+    let runs_chunk = take_chunk(&mut r, runs * RUN_LEN)?;
+    if runs_chunk.codec != CODEC_RAW || runs_chunk.inner.len() != runs * RUN_LEN {
+        return Err(Error::decode("columnar block", "runs chunk"));
+    }
+    let heads = take_heads(&mut r, runs, width)?;
+    if heads.is_empty() {
+        return Ok(None);
+    }
+    let mut total = 0usize;
+    let mut out = Vec::with_capacity(runs * width);
+    for (run, head) in runs_chunk
+        .inner
+        .chunks_exact(RUN_LEN)
+        .zip(heads.chunks_exact(width - KEY_LEN))
+    {
+        let count = run_count(run);
+        total = total.saturating_add(count);
+        if count == 0 || total > cells {
+            return Err(Error::decode(
+                "columnar block",
+                "run lengths disagree with the cell count",
+            ));
+        }
+        out.extend_from_slice(&run[..RUN_KEY_LEN]);
+        let first = u64::from_le_bytes(run[RUN_KEY_LEN + 4..].try_into().expect("8 bytes"));
+        out.extend_from_slice(&first.to_be_bytes());
+        out.extend_from_slice(head);
+    }
+    Ok(Some(out))
 }
 
 /// Write every cell's key from the runs and the timestamp differences.
@@ -578,7 +688,22 @@ mod tests {
             let back = decode(&body, raw.len() / WIDTH, WIDTH).unwrap();
             assert!(back == raw, "round trip with {cfg:?}");
             let stats = describe(&body).unwrap();
-            assert_eq!(stats.len(), 4 + TYPES.len());
+            assert_eq!(stats.len(), 5 + TYPES.len());
+            let heads = run_head_cells(&body, raw.len() / WIDTH, WIDTH).unwrap();
+            let firsts: Vec<u8> = raw
+                .chunks_exact(WIDTH)
+                .enumerate()
+                .filter(|(i, c)| *i == 0 || raw[(i - 1) * WIDTH..(i - 1) * WIDTH + 10] != c[..10])
+                .flat_map(|(_, c)| c.to_vec())
+                .collect();
+            let runs = firsts.len() / WIDTH;
+            match heads {
+                Some(h) => assert!(h == firsts, "heads are the runs' first cells"),
+                None => assert!(
+                    runs * HEADS_MIN_RUN_ROWS > raw.len() / WIDTH,
+                    "heads left out"
+                ),
+            }
             assert_eq!(stats.iter().map(|s| s.bytes).sum::<usize>() + 6, body.len());
         }
     }
@@ -657,8 +782,8 @@ mod tests {
         };
         encode(&raw, WIDTH, &TYPES, cfg, &mut body).unwrap();
         let s = describe(&body).unwrap();
-        assert_eq!(s[1].codec, CODEC_CONST, "ts at a constant interval: {s:?}");
-        assert_eq!(s[3].codec, CODEC_CONST, "all puts");
+        assert_eq!(s[2].codec, CODEC_CONST, "ts at a constant interval: {s:?}");
+        assert_eq!(s[4].codec, CODEC_CONST, "all puts");
         // 4096 rows of 64 bytes in well under 1 byte per row.
         assert!(body.len() < 1000, "{} bytes", body.len());
     }
@@ -683,12 +808,14 @@ mod tests {
             encode(&raw, WIDTH, &TYPES, cfg, &mut body).unwrap();
             for cut in 0..body.len() {
                 assert!(decode(&body[..cut], n, WIDTH).is_err(), "cut at {cut}");
+                let _ = run_head_cells(&body[..cut], n, WIDTH);
             }
             for i in 0..body.len() {
                 for bit in [0x01u8, 0x80] {
                     let mut b = body.clone();
                     b[i] ^= bit;
                     let _ = decode(&b, n, WIDTH); // any result but a panic
+                    let _ = run_head_cells(&b, n, WIDTH);
                 }
             }
             assert!(decode(&body, n + 1, WIDTH).is_err());

@@ -16,6 +16,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Cache keys of run-head entries: the block index with the top bit set
+/// (an index has far fewer than 2^31 blocks: `SECTION_LEN_MAX` / 56).
+const HEADS_FLAG: u32 = 1 << 31;
+
 /// An open HFile.
 pub struct HFileReader {
     path: PathBuf,
@@ -86,23 +90,35 @@ pub fn parse_sections(
     })
 }
 
-/// Verify and decode one stored block against its index entry. Errors are
-/// relative to the block (placed in the file by `Error::at`).
-pub fn check_block(e: &IndexEntry, b: &[u8], cell_width: usize) -> Result<Vec<u8>> {
+/// The block's CRC field must be the index entry's.
+fn check_index_crc(e: &IndexEntry, b: &[u8]) -> Result<()> {
     if b.len() >= block::BLOCK_HEADER_LEN && crate::util::bin::le_u32(b, 20) != e.crc {
         return Err(Error::decode(
             "block",
             "checksum field differs from the index entry",
         ));
     }
+    Ok(())
+}
+
+fn block_error(e: BlockError) -> Error {
+    match e {
+        BlockError::Checksum { expected, actual } => Error::checksum(0, expected, actual),
+        BlockError::Other(err) => err,
+    }
+}
+
+/// Verify and decode one stored block against its index entry. Errors are
+/// relative to the block (placed in the file by `Error::at`).
+pub fn check_block(e: &IndexEntry, b: &[u8], cell_width: usize) -> Result<Vec<u8>> {
+    check_index_crc(e, b)?;
     match block::decode(b, cell_width) {
         Ok(raw) if raw.len() == e.cells as usize * cell_width => Ok(raw),
         Ok(_) => Err(Error::decode(
             "block",
             "cell count disagrees with the index",
         )),
-        Err(BlockError::Checksum { expected, actual }) => Err(Error::checksum(0, expected, actual)),
-        Err(BlockError::Other(err)) => Err(err),
+        Err(e) => Err(block_error(e)),
     }
 }
 
@@ -228,6 +244,32 @@ impl HFileReader {
     pub fn block(&self, i: usize) -> Result<Arc<Vec<u8>>> {
         self.cache
             .get_or_load(self.file_id, i as u32, || self.load_block(i))
+    }
+
+    /// The first cell of every run of block `i` (whole cells, in cell
+    /// order; cached under their own key), when the block is columnar,
+    /// stores run heads and is not in the cache decoded; `None` means:
+    /// read the block ([`HFileReader::block`]). A device's newest row is
+    /// the head of its run, so `latest` needs no column decoded.
+    pub fn block_heads(&self, i: usize) -> Result<Option<Arc<Vec<u8>>>> {
+        if self.cache.contains(self.file_id, i as u32) {
+            return Ok(None);
+        }
+        let key = i as u32 | HEADS_FLAG;
+        let h = self
+            .cache
+            .get_or_load(self.file_id, key, || self.load_heads(i))?;
+        Ok((!h.is_empty()).then_some(h))
+    }
+
+    fn load_heads(&self, i: usize) -> Result<Vec<u8>> {
+        let e = self.index[i];
+        let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+        let heads = check_index_crc(&e, &b)
+            .and_then(|()| block::decode_heads(&b, self.cell_width).map_err(block_error));
+        Ok(heads
+            .map_err(|err| err.at(&self.path, e.offset))?
+            .unwrap_or_default())
     }
 
     /// Block `i` for a bulk read: from the cache if there, but a block

@@ -3,8 +3,9 @@
 
 use crate::cell::{self, CellRef, CELL_HEAD_LEN};
 use crate::error::Result;
+use crate::hfile::columnar::RUN_KEY_LEN;
 use crate::hfile::HFileReader;
-use crate::key::RowKey;
+use crate::key::{RowKey, KEY_LEN};
 use crate::memstore::Memstore;
 use crate::read::prefetch::{Prefetcher, PREFETCH_BLOCKS_AHEAD};
 use std::sync::Arc;
@@ -94,6 +95,10 @@ pub struct FileSource {
     /// Every cell of the current block is at or below `hi`: no per-cell
     /// end check is needed.
     block_inside: bool,
+    /// `block` holds only the run heads of block `block_idx`
+    /// ([`HFileReader::block_heads`]); moving past the current cell loads
+    /// the whole block.
+    heads: bool,
 }
 
 impl FileSource {
@@ -105,13 +110,26 @@ impl FileSource {
         hi: RowKey,
         prefetch: Option<Arc<Prefetcher>>,
     ) -> Result<Self> {
-        Self::with_cache(file, lo, hi, prefetch, true)
+        Self::with_cache(file, lo, hi, prefetch, true, false)
+    }
+
+    /// A source for a read that usually stops at its first row (`latest`,
+    /// a point get): when the first cell at or after `lo` is the head of a
+    /// run of a columnar block that is not cached, it comes from the
+    /// block's run heads and no column is decoded unless the read goes on.
+    pub fn first_rows(
+        file: Arc<HFileReader>,
+        lo: RowKey,
+        hi: RowKey,
+        prefetch: Option<Arc<Prefetcher>>,
+    ) -> Result<Self> {
+        Self::with_cache(file, lo, hi, prefetch, true, true)
     }
 
     /// A source for a bulk read (compaction): no read-ahead, and blocks
     /// read from disk do not enter the block cache.
     pub fn bulk(file: Arc<HFileReader>, lo: RowKey, hi: RowKey) -> Result<Self> {
-        Self::with_cache(file, lo, hi, None, false)
+        Self::with_cache(file, lo, hi, None, false, false)
     }
 
     fn with_cache(
@@ -120,6 +138,7 @@ impl FileSource {
         hi: RowKey,
         prefetch: Option<Arc<Prefetcher>>,
         cache: bool,
+        heads: bool,
     ) -> Result<Self> {
         let width = file.cell_width();
         let block_idx = file.seek_block(&lo);
@@ -134,7 +153,11 @@ impl FileSource {
             prefetched_to: 0,
             cache,
             block_inside: false,
+            heads: false,
         };
+        if heads && s.load_heads(&lo)? {
+            return Ok(s);
+        }
         s.load()?;
         if let Some(b) = &s.block {
             // First cell with key >= lo (binary search over fixed-width cells).
@@ -162,6 +185,49 @@ impl FileSource {
             let last = b.len().checked_sub(self.width);
             self.block_inside = last.is_some_and(|l| b[l..l + crate::key::KEY_LEN] <= self.hi[..]);
             self.block = Some(b);
+        }
+        Ok(())
+    }
+
+    /// Position on the run head that is the first cell at or after `lo`,
+    /// when block `block_idx` offers run heads and that cell is one (it
+    /// is not when `lo` falls inside a run: the head before it is of the
+    /// same device). Returns whether it did.
+    fn load_heads(&mut self, lo: &RowKey) -> Result<bool> {
+        let idx = self.file.index();
+        if self.block_idx >= idx.len() || idx[self.block_idx].first_key > self.hi {
+            return Ok(false);
+        }
+        let Some(h) = self.file.block_heads(self.block_idx)? else {
+            return Ok(false);
+        };
+        let w = self.width;
+        let n = h.len() / w;
+        let j = partition(n, |i| h[i * w..i * w + KEY_LEN] < lo[..]);
+        let inside_run = j > 0 && h[(j - 1) * w..(j - 1) * w + RUN_KEY_LEN] == lo[..RUN_KEY_LEN];
+        if j == n || inside_run {
+            return Ok(false);
+        }
+        self.heads = true;
+        self.block_inside = false;
+        self.pos = j * w;
+        self.block = Some(h);
+        self.check_end()?;
+        Ok(true)
+    }
+
+    /// Leave the run heads for the whole block, on the cell after the
+    /// current head.
+    fn leave_heads(&mut self) -> Result<()> {
+        self.heads = false;
+        let Some(h) = &self.block else { return Ok(()) };
+        let mut key = [0u8; KEY_LEN];
+        key.copy_from_slice(&h[self.pos..self.pos + KEY_LEN]);
+        self.load()?;
+        if let Some(b) = &self.block {
+            let w = self.width;
+            // The head is the first cell of its key in the block.
+            self.pos = partition(b.len() / w, |i| b[i * w..i * w + KEY_LEN] < key[..]) * w;
         }
         Ok(())
     }
@@ -218,6 +284,9 @@ impl CellSource for FileSource {
     fn advance(&mut self) -> Result<()> {
         if self.block.is_none() {
             return Ok(());
+        }
+        if self.heads {
+            self.leave_heads()?;
         }
         self.pos += self.width;
         self.check_end()
