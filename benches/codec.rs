@@ -8,9 +8,11 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use std::hint::black_box;
 use telestore::cell::{self, CellKind};
 use telestore::hfile::block;
+use telestore::hfile::columnar::ColumnarConfig;
 use telestore::key::{self, DeviceId, KEY_LEN};
 use telestore::memstore::Memstore;
 use telestore::schema::Batch;
+use telestore::schema::FieldType;
 use telestore::testkit::{self, FLEET_T0_MS};
 use telestore::Compression;
 
@@ -170,5 +172,102 @@ fn bench_block(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_key, bench_route, bench_memstore, bench_block);
+/// Cells of the sensor fleet (`testkit::Truck`, as `load` writes it):
+/// `devices` trucks × `rounds` readings 10 s apart, in cell order, seqs
+/// in arrival order.
+fn sensor_cells(devices: u64, rounds: u64) -> (Vec<u8>, u32) {
+    let width = cell::cell_width(readings_fields_width());
+    let mut trucks: Vec<testkit::Truck> = (0..devices).map(|d| testkit::Truck::new(1, d)).collect();
+    let mut cells: Vec<Vec<u8>> = Vec::new();
+    for r in 0..rounds {
+        for (d, t) in trucks.iter_mut().enumerate() {
+            let mut c = Vec::with_capacity(width);
+            let k = key::encode(DeviceId(d as u64), FLEET_T0_MS + r as i64 * INTERVAL_MS);
+            let seq = cells.len() as u64 + 1;
+            cell::push(
+                &mut c,
+                &k,
+                seq,
+                CellKind::Put,
+                &t.next_fields(testkit::Values::Sensor),
+            );
+            cells.push(c);
+        }
+    }
+    cells.sort_by(|a, b| cell::cmp(a, b));
+    (cells.concat(), cells.len() as u32)
+}
+
+/// Rows vs columnar blocks of the sensor fleet, per cell: a rows block as
+/// the writer cuts it at 64 KiB (8 trucks × 100 readings = 800 cells),
+/// a columnar block at 4,096 cells (4 trucks × 1,024 readings); for
+/// columnar also the run heads alone (what `latest` reads).
+fn bench_columnar(c: &mut Criterion) {
+    let width = cell::cell_width(readings_fields_width());
+    let types = [FieldType::F64; 7];
+    let mut g = c.benchmark_group("sensor_block");
+    let (raw, cells) = sensor_cells(8, 100);
+    g.throughput(Throughput::Elements(u64::from(cells)));
+    for (name, codec) in [
+        ("rows_zstd1", Compression::Zstd(1)),
+        ("rows_zstd3", Compression::Zstd(3)),
+    ] {
+        let mut encoded = Vec::new();
+        block::encode(&raw, cells, codec, &mut encoded).expect("encode block");
+        assert_eq!(block::decode(&encoded, width).expect("valid block"), raw);
+        println!(
+            "{name}: {cells} cells -> {:.2} bytes/cell",
+            encoded.len() as f64 / f64::from(cells)
+        );
+        let mut out = Vec::new();
+        g.bench_function(BenchmarkId::new("encode", name), |b| {
+            b.iter(|| {
+                out.clear();
+                block::encode(black_box(&raw), cells, codec, &mut out).expect("encode block");
+            })
+        });
+        g.bench_function(BenchmarkId::new("decode", name), |b| {
+            b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+        });
+    }
+    let (raw, cells) = sensor_cells(4, 1024);
+    g.throughput(Throughput::Elements(u64::from(cells)));
+    for (name, pco_level) in [("columnar_pco4", 4), ("columnar_pco8", 8)] {
+        let cfg = ColumnarConfig {
+            pco_level,
+            compression: Compression::Zstd(3),
+        };
+        let mut encoded = Vec::new();
+        block::encode_columnar(&raw, cells, width, &types, cfg, &mut encoded).expect("encode");
+        assert_eq!(block::decode(&encoded, width).expect("valid block"), raw);
+        println!(
+            "{name}: {cells} cells -> {:.2} bytes/cell",
+            encoded.len() as f64 / f64::from(cells)
+        );
+        let mut out = Vec::new();
+        g.bench_function(BenchmarkId::new("encode", name), |b| {
+            b.iter(|| {
+                out.clear();
+                block::encode_columnar(black_box(&raw), cells, width, &types, cfg, &mut out)
+                    .expect("encode");
+            })
+        });
+        g.bench_function(BenchmarkId::new("decode", name), |b| {
+            b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+        });
+        g.bench_function(BenchmarkId::new("heads", name), |b| {
+            b.iter(|| black_box(block::decode_heads(black_box(&encoded), width).expect("valid")))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_key,
+    bench_route,
+    bench_memstore,
+    bench_block,
+    bench_columnar
+);
 criterion_main!(benches);

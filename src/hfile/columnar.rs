@@ -78,22 +78,6 @@ pub struct ChunkStat {
     pub bytes: usize,
 }
 
-/// A column of fixed-width little-endian values taken from the cells.
-struct Column<'a> {
-    cells: &'a [u8],
-    width: usize,
-    offset: usize,
-    len: usize,
-}
-
-impl Column<'_> {
-    fn values(&self) -> impl Iterator<Item = &[u8]> {
-        self.cells
-            .chunks_exact(self.width)
-            .map(move |c| &c[self.offset..self.offset + self.len])
-    }
-}
-
 /// Encode `cells` (row-major, `cell_width` each, in cell order) of a table
 /// whose fields have `types` into a columnar body appended to `out`.
 pub fn encode(
@@ -122,29 +106,14 @@ pub fn encode(
     )?;
     let (codec, b) = numeric::<i64>(&deltas, 8, cfg.pco_level)?;
     put_chunk(out, codec, &b, cfg.compression)?;
-    let seq = Column {
-        cells,
-        width: cell_width,
-        offset: SEQ_OFFSET,
-        len: 8,
-    };
+    let seq = gather(cells, cell_width, SEQ_OFFSET, 8);
     put_typed(out, FieldType::U64, &seq, cfg)?;
-    let kind = Column {
-        cells,
-        width: cell_width,
-        offset: KIND_OFFSET,
-        len: 1,
-    };
+    let kind = gather(cells, cell_width, KIND_OFFSET, 1);
     put_typed(out, FieldType::Bool, &kind, cfg)?;
     let mut offset = CELL_HEAD_LEN;
     for &t in types {
         out.push(t as u8);
-        let col = Column {
-            cells,
-            width: cell_width,
-            offset,
-            len: t.width(),
-        };
+        let col = gather(cells, cell_width, offset, t.width());
         put_typed(out, t, &col, cfg)?;
         offset += t.width();
     }
@@ -160,7 +129,8 @@ fn key_runs(cells: &[u8], width: usize) -> (Vec<u8>, Vec<u8>) {
     let mut prev_ts = 0u64;
     for c in cells.chunks_exact(width) {
         let ts = u64::from_be_bytes(c[RUN_KEY_LEN..KEY_LEN].try_into().expect("8 bytes"));
-        if count > 0 && c[..RUN_KEY_LEN] == runs[run_start..run_start + RUN_KEY_LEN] {
+        let prefix: &[u8; RUN_KEY_LEN] = c[..RUN_KEY_LEN].try_into().expect("key prefix");
+        if count > 0 && prefix[..] == runs[run_start..run_start + RUN_KEY_LEN] {
             count += 1;
             deltas.extend_from_slice(&ts.wrapping_sub(prev_ts).to_le_bytes());
         } else {
@@ -213,20 +183,17 @@ fn run_count(run: &[u8]) -> usize {
     ) as usize
 }
 
-/// Encode one column of type `t` and append it as a chunk.
-fn put_typed(out: &mut Vec<u8>, t: FieldType, col: &Column, cfg: ColumnarConfig) -> Result<()> {
-    let mut raw = Vec::with_capacity(col.len * (col.cells.len() / col.width));
-    for v in col.values() {
-        raw.extend_from_slice(v);
-    }
+/// Encode one column of type `t` (`raw`: its values, little-endian, one
+/// after the other) and append it as a chunk.
+fn put_typed(out: &mut Vec<u8>, t: FieldType, raw: &[u8], cfg: ColumnarConfig) -> Result<()> {
     let (codec, b) = match t {
-        FieldType::F64 => numeric::<f64>(&raw, 8, cfg.pco_level)?,
-        FieldType::F32 => numeric::<f32>(&raw, 4, cfg.pco_level)?,
-        FieldType::I64 => numeric::<i64>(&raw, 8, cfg.pco_level)?,
-        FieldType::I32 => numeric::<i32>(&raw, 4, cfg.pco_level)?,
-        FieldType::U64 => numeric::<u64>(&raw, 8, cfg.pco_level)?,
-        FieldType::U32 => numeric::<u32>(&raw, 4, cfg.pco_level)?,
-        FieldType::Bool => bytes(&raw),
+        FieldType::F64 => numeric::<f64>(raw, 8, cfg.pco_level)?,
+        FieldType::F32 => numeric::<f32>(raw, 4, cfg.pco_level)?,
+        FieldType::I64 => numeric::<i64>(raw, 8, cfg.pco_level)?,
+        FieldType::I32 => numeric::<i32>(raw, 4, cfg.pco_level)?,
+        FieldType::U64 => numeric::<u64>(raw, 8, cfg.pco_level)?,
+        FieldType::U32 => numeric::<u32>(raw, 4, cfg.pco_level)?,
+        FieldType::Bool => bytes(raw),
     };
     put_chunk(out, codec, &b, cfg.compression)
 }
@@ -562,11 +529,49 @@ fn put_keys(
     Ok(())
 }
 
-/// Copy `n`-byte values into each cell at `offset`.
+/// Copy `n`-byte values into each cell at `offset` (widths 1, 4 and 8
+/// get a loop of fixed-size copies, not a `memmove` call per value).
 fn scatter(vals: &[u8], n: usize, offset: usize, width: usize, out: &mut [u8]) {
-    for (v, c) in vals.chunks_exact(n).zip(out.chunks_exact_mut(width)) {
-        c[offset..offset + n].copy_from_slice(v);
+    match n {
+        1 => scatter_n::<1>(vals, offset, width, out),
+        4 => scatter_n::<4>(vals, offset, width, out),
+        8 => scatter_n::<8>(vals, offset, width, out),
+        _ => {
+            for (v, c) in vals.chunks_exact(n).zip(out.chunks_exact_mut(width)) {
+                c[offset..offset + n].copy_from_slice(v);
+            }
+        }
     }
+}
+
+fn scatter_n<const N: usize>(vals: &[u8], offset: usize, width: usize, out: &mut [u8]) {
+    for (v, c) in vals.chunks_exact(N).zip(out.chunks_exact_mut(width)) {
+        let v: &[u8; N] = v.try_into().expect("chunks of N");
+        let dst: &mut [u8; N] = (&mut c[offset..offset + N]).try_into().expect("N bytes");
+        *dst = *v;
+    }
+}
+
+/// The `len`-byte values at `offset` of every cell, one after the other.
+fn gather(cells: &[u8], width: usize, offset: usize, len: usize) -> Vec<u8> {
+    fn gather_n<const N: usize>(cells: &[u8], width: usize, offset: usize, out: &mut Vec<u8>) {
+        for c in cells.chunks_exact(width) {
+            let v: &[u8; N] = c[offset..offset + N].try_into().expect("N bytes");
+            out.extend_from_slice(v);
+        }
+    }
+    let mut out = Vec::with_capacity(len * (cells.len() / width));
+    match len {
+        1 => gather_n::<1>(cells, width, offset, &mut out),
+        4 => gather_n::<4>(cells, width, offset, &mut out),
+        8 => gather_n::<8>(cells, width, offset, &mut out),
+        _ => {
+            for c in cells.chunks_exact(width) {
+                out.extend_from_slice(&c[offset..offset + len]);
+            }
+        }
+    }
+    out
 }
 
 /// The `cells` little-endian values of type `t` a chunk holds.
