@@ -270,6 +270,12 @@ fn a_compaction_writes_the_tables_current_encoding() {
     store
         .set_table_encoding("t", BlockEncoding::Columnar)
         .unwrap();
+    store.compact("t", true).unwrap();
+    assert!(file_encodings(dir.path())
+        .iter()
+        .all(|e| *e == BlockEncoding::Columnar));
+    // Flushes write rows blocks whatever the encoding: now the regions
+    // hold both kinds of files.
     store
         .write("t", &small_rows(&rows[300..]), Durability::Sync)
         .unwrap();

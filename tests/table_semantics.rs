@@ -488,7 +488,7 @@ fn table_encoding_from_the_cli() {
     let o = run(&["table", "alter", "t", "--encoding", "rows"]);
     assert!(o.status.success(), "{o:?}");
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("new files are rows"),
+        String::from_utf8_lossy(&o.stdout).contains("compactions now write rows blocks"),
         "{o:?}"
     );
     list("rows");

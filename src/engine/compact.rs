@@ -209,7 +209,8 @@ fn merge_files(
     let expected = inputs.iter().map(|f| f.info().cells as usize).sum();
     let mut counts = filter::MergeCounts::default();
     // Compaction output is not put in the cache: it rewrites old data.
-    let file = write_hfile(shared, t, Output::Compaction, expected, &keep_tombs, |w| {
+    let output = if major { Output::Major } else { Output::Minor };
+    let file = write_hfile(shared, t, output, expected, &keep_tombs, |w| {
         counts = filter::merge(sources, &mut f, |c| {
             if shared.closing.load(Relaxed) {
                 return Err(Error::Closed);

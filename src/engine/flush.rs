@@ -8,10 +8,11 @@ use super::table::{Region, Table};
 use super::Shared;
 use crate::cell;
 use crate::error::Result;
-use crate::hfile::writer::PCO_LEVEL_FLUSH;
+use crate::hfile::writer::PCO_LEVEL_MINOR;
 use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::Memstore;
+use crate::schema::BlockEncoding;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -142,20 +143,27 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
     })
 }
 
-/// What a new HFile is for: how hard it is compressed and whether its
-/// blocks go into the block cache.
+/// What a new HFile is for: its block layout, how hard it is compressed
+/// and whether its blocks go into the block cache. Young data is written
+/// fast and old data densely, as RocksDB's compression per level does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// On the ingest path: zstd at most level 1, pco at
-    /// [`PCO_LEVEL_FLUSH`]; blocks cached when
-    /// `Options::cache_flushed_blocks`.
+    /// On the ingest path: always rows blocks (pco's encoder takes about
+    /// twice zstd level 1's time, `benches/RESULTS.md`), zstd at most
+    /// level 1; blocks cached when `Options::cache_flushed_blocks`. A
+    /// columnar table's flushed files turn columnar at their first
+    /// compaction.
     Flush,
-    /// The table's own levels; not cached (it rewrites old data).
-    Compaction,
+    /// The table's encoding, pco at [`PCO_LEVEL_MINOR`]; not cached (it
+    /// rewrites old data).
+    Minor,
+    /// The table's encoding and levels (pco at `PCO_LEVEL_DEFAULT`); not
+    /// cached.
+    Major,
 }
 
-/// Write a new HFile of table `t` in the table's current block encoding:
-/// `fill` adds the cells in order, then
+/// Write a new HFile of table `t` (for `output`): `fill` adds the cells
+/// in order, then
 /// the file gets `tombs`, is fsynced under a temporary name, renamed,
 /// the directory fsynced, and the file opened (checked). On any error the
 /// temporary file is removed. The caller records it in the manifest.
@@ -178,10 +186,14 @@ pub fn write_hfile(
     let warm = match output {
         Output::Flush => {
             opts.compression = opts.compression.for_flush();
-            opts.pco_level = PCO_LEVEL_FLUSH;
+            opts.encoding = BlockEncoding::Rows;
             shared.opts.cache_flushed_blocks
         }
-        Output::Compaction => false,
+        Output::Minor => {
+            opts.pco_level = PCO_LEVEL_MINOR;
+            false
+        }
+        Output::Major => false,
     };
     let created = HFileWriter::create(&*shared.backend, &tmp, opts).map(|w| match warm {
         true => w.warm_cache(shared.cache.clone(), file_id),

@@ -419,7 +419,7 @@ impl Store {
         Ok(self.shared.table(table)?.current_schema())
     }
 
-    /// Make flushes and compactions of `table` write `encoding` from now
+    /// Make compactions of `table` write `encoding` from now
     /// on (durably: a manifest record). Files already written keep their
     /// encoding until a compaction rewrites them; `compact --major`
     /// converts a whole table.

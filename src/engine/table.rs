@@ -208,7 +208,7 @@ impl Table {
         s
     }
 
-    /// The block encoding flushes and compactions write now.
+    /// The block encoding compactions write now.
     pub fn encoding(&self) -> BlockEncoding {
         BlockEncoding::from_code(self.encoding.load(Relaxed)).unwrap_or_default()
     }

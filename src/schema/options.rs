@@ -161,7 +161,8 @@ pub struct TableOptions {
     pub bloom: bool,
     /// Pre-split region count (used by the regions feature).
     pub regions: u32,
-    /// Layout of the data blocks that flushes and compactions write.
+    /// Layout of the data blocks compactions write (flushes always write
+    /// rows blocks; see `engine::flush::Output`).
     pub encoding: BlockEncoding,
 }
 
