@@ -34,6 +34,12 @@ fn catalog_persists_and_conflicting_schema_is_an_error() {
         id,
         "idempotent"
     );
+    // The encoding is the one option that changes after creation: a
+    // create that names another one still finds the same table, unchanged.
+    let mut rows_again = schema.clone();
+    rows_again.options.encoding = telestore::schema::BlockEncoding::Rows;
+    assert_eq!(store.create_table(rows_again).unwrap(), id);
+    assert_eq!(store.schema("readings").unwrap(), schema);
     let other = TableSchema::new(
         "readings",
         vec![Field::new("v", FieldType::F64)],

@@ -480,6 +480,12 @@ pub fn run_head_cells(body: &[u8], cells: usize, width: usize) -> Result<Option<
         out.extend_from_slice(&first.to_be_bytes());
         out.extend_from_slice(head);
     }
+    if total != cells {
+        return Err(Error::decode(
+            "columnar block",
+            "run lengths disagree with the cell count",
+        ));
+    }
     Ok(Some(out))
 }
 

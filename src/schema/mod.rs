@@ -201,6 +201,9 @@ impl TableSchema {
     }
 
     /// Describe how `other` differs (for conflict errors), `None` if equal.
+    /// The block encoding is not compared: it is the one option a table
+    /// changes after creation (`Store::set_table_encoding`), so creating
+    /// an existing table again (as `load` does) stays idempotent after it.
     pub fn diff(&self, other: &TableSchema) -> Option<String> {
         if self.fields != other.fields {
             return Some(format!(
@@ -209,7 +212,11 @@ impl TableSchema {
                 describe_fields(&other.fields)
             ));
         }
-        if self.options != other.options {
+        let other_options = TableOptions {
+            encoding: self.options.encoding,
+            ..other.options.clone()
+        };
+        if self.options != other_options {
             return Some(format!("options {:?} vs {:?}", self.options, other.options));
         }
         None
