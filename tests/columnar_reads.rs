@@ -127,3 +127,20 @@ fn heads_fall_back_to_the_block_when_the_head_is_not_the_answer() {
     }
     assert_eq!(seen[0], seen[1], "rows and columnar tables read the same");
 }
+
+/// A rows table's `latest` reads each block once: no run-heads lookup
+/// (which would read the block a second time) for files without them.
+#[test]
+fn rows_files_skip_the_heads_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = reopen(store_with(dir.path(), BlockEncoding::Rows), dir.path());
+    let before = store.stats().cache;
+    assert_eq!(latest_ts(&store, 1), Some((READINGS - 1) * 10));
+    let after = store.stats().cache;
+    assert_eq!(
+        after.misses - before.misses,
+        1,
+        "one miss: the block, not heads and then the block"
+    );
+    store.close().unwrap();
+}
