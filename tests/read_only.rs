@@ -195,6 +195,12 @@ fn verify_names_damage_and_repair_fixes_what_a_crash_leaves() {
     // Repair cuts them; then nothing is left to say.
     let text = ok(&telestore(dir, &["repair"]));
     assert!(text.contains("0 with notes, 0 damaged"), "{text}");
+    // -v lists every file; an HFile line says its block encoding.
+    let text = ok(&telestore(dir, &["verify", "-v"]));
+    assert!(
+        text.contains(", rows, ") && text.contains(" blocks)"),
+        "{text}"
+    );
     // A flipped byte in an HFile block is damage, named with its offset.
     let hfile = snapshot(dir)
         .keys()

@@ -9,6 +9,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::hfile::HFileReader;
 use crate::manifest::{Manifest, State, MANIFEST_NAME};
+use crate::schema::BlockEncoding;
 use crate::wal::{scan_segment, segment, Verdict};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -167,8 +168,11 @@ fn check_tables(dir: &Path, state: &State, report: &mut Report) -> Result<()> {
             let path = tdir.join(&name);
             live.insert(name);
             let (what, finding) = match check_hfile(&path, *f, fw, layout, &cache) {
-                Ok(blocks) => (
-                    format!("HFile of table {}, {blocks} blocks", entry.schema.name),
+                Ok((blocks, encoding)) => (
+                    format!(
+                        "HFile of table {}, {encoding}, {blocks} blocks",
+                        entry.schema.name
+                    ),
                     Finding::Ok,
                 ),
                 Err(e) => (
@@ -193,17 +197,18 @@ fn check_tables(dir: &Path, state: &State, report: &mut Report) -> Result<()> {
 }
 
 /// Open `path` (trailer, sections: their checksums) and read every block
-/// (each one's checksum). Returns the block count.
+/// (each one's checksum; a columnar block is decoded whole). Returns the
+/// block count and the file's block encoding.
 fn check_hfile(
     path: &Path,
     file_id: u64,
     fields_width: usize,
     layout: Option<u32>,
     cache: &Arc<BlockCache>,
-) -> Result<usize> {
+) -> Result<(usize, BlockEncoding)> {
     let r = HFileReader::open_checked(path, file_id, fields_width, layout, cache.clone())?;
     for i in 0..r.block_count() {
         r.block_uncached(i)?;
     }
-    Ok(r.block_count())
+    Ok((r.block_count(), r.info().encoding))
 }
