@@ -4,7 +4,10 @@
 //! `cargo bench --bench codec` measures; `cargo test --benches` runs each
 //! benchmark once (and the checks in the setup), so the benches cannot rot.
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use std::hint::black_box;
 use telestore::cell::{self, CellKind};
 use telestore::hfile::block;
@@ -137,8 +140,38 @@ fn block_cells() -> (Vec<u8>, u32) {
     (cells.concat(), cells.len() as u32)
 }
 
-fn bench_block(c: &mut Criterion) {
+/// Encode `raw` once with `encode` (checking that it decodes back), print
+/// its size, and bench encoding and decoding it; returns the block.
+fn bench_encoding(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    (raw, cells): (&[u8], u32),
+    encode: impl Fn(&[u8], &mut Vec<u8>),
+) -> Vec<u8> {
     let width = cell::cell_width(readings_fields_width());
+    let mut encoded = Vec::new();
+    encode(raw, &mut encoded);
+    assert_eq!(block::decode(&encoded, width).expect("valid block"), raw);
+    println!(
+        "{name}: {cells} cells, {} raw bytes -> {} bytes ({:.2} bytes/cell)",
+        raw.len(),
+        encoded.len(),
+        encoded.len() as f64 / f64::from(cells)
+    );
+    let mut out = Vec::with_capacity(encoded.len() * 2);
+    g.bench_function(BenchmarkId::new("encode", name), |b| {
+        b.iter(|| {
+            out.clear();
+            encode(black_box(raw), &mut out);
+        })
+    });
+    g.bench_function(BenchmarkId::new("decode", name), |b| {
+        b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+    });
+    encoded
+}
+
+fn bench_block(c: &mut Criterion) {
     let (raw, cells) = block_cells();
     let codecs = [
         ("none", Compression::None),
@@ -149,24 +182,8 @@ fn bench_block(c: &mut Criterion) {
     let mut g = c.benchmark_group("block");
     g.throughput(Throughput::Elements(u64::from(cells)));
     for (name, codec) in codecs {
-        let mut encoded = Vec::new();
-        block::encode(&raw, cells, codec, &mut encoded).expect("encode block");
-        let back = block::decode(&encoded, width).expect("valid block");
-        assert_eq!(back, raw);
-        println!(
-            "block {name}: {cells} cells, {} raw bytes -> {} bytes",
-            raw.len(),
-            encoded.len()
-        );
-        let mut out = Vec::with_capacity(encoded.len() * 2);
-        g.bench_function(BenchmarkId::new("encode", name), |b| {
-            b.iter(|| {
-                out.clear();
-                block::encode(black_box(&raw), cells, codec, &mut out).expect("encode block");
-            })
-        });
-        g.bench_function(BenchmarkId::new("decode", name), |b| {
-            b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+        bench_encoding(&mut g, name, (&raw, cells), |r, out| {
+            block::encode(r, cells, codec, out).expect("encode block")
         });
     }
     g.finish();
@@ -212,22 +229,8 @@ fn bench_columnar(c: &mut Criterion) {
         ("rows_zstd1", Compression::Zstd(1)),
         ("rows_zstd3", Compression::Zstd(3)),
     ] {
-        let mut encoded = Vec::new();
-        block::encode(&raw, cells, codec, &mut encoded).expect("encode block");
-        assert_eq!(block::decode(&encoded, width).expect("valid block"), raw);
-        println!(
-            "{name}: {cells} cells -> {:.2} bytes/cell",
-            encoded.len() as f64 / f64::from(cells)
-        );
-        let mut out = Vec::new();
-        g.bench_function(BenchmarkId::new("encode", name), |b| {
-            b.iter(|| {
-                out.clear();
-                block::encode(black_box(&raw), cells, codec, &mut out).expect("encode block");
-            })
-        });
-        g.bench_function(BenchmarkId::new("decode", name), |b| {
-            b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+        bench_encoding(&mut g, name, (&raw, cells), |r, out| {
+            block::encode(r, cells, codec, out).expect("encode block")
         });
     }
     let (raw, cells) = sensor_cells(4, 1024);
@@ -237,23 +240,8 @@ fn bench_columnar(c: &mut Criterion) {
             pco_level,
             compression: Compression::Zstd(3),
         };
-        let mut encoded = Vec::new();
-        block::encode_columnar(&raw, cells, width, &types, cfg, &mut encoded).expect("encode");
-        assert_eq!(block::decode(&encoded, width).expect("valid block"), raw);
-        println!(
-            "{name}: {cells} cells -> {:.2} bytes/cell",
-            encoded.len() as f64 / f64::from(cells)
-        );
-        let mut out = Vec::new();
-        g.bench_function(BenchmarkId::new("encode", name), |b| {
-            b.iter(|| {
-                out.clear();
-                block::encode_columnar(black_box(&raw), cells, width, &types, cfg, &mut out)
-                    .expect("encode");
-            })
-        });
-        g.bench_function(BenchmarkId::new("decode", name), |b| {
-            b.iter(|| black_box(block::decode(black_box(&encoded), width).expect("valid block")))
+        let encoded = bench_encoding(&mut g, name, (&raw, cells), |r, out| {
+            block::encode_columnar(r, cells, width, &types, cfg, out).expect("encode")
         });
         g.bench_function(BenchmarkId::new("heads", name), |b| {
             b.iter(|| black_box(block::decode_heads(black_box(&encoded), width).expect("valid")))

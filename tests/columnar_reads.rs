@@ -144,3 +144,36 @@ fn rows_files_skip_the_heads_lookup() {
     );
     store.close().unwrap();
 }
+
+/// A columnar block without run heads (runs too short to pay for them) is
+/// read from disk once by a cold `latest`: the heads lookup decodes it
+/// into the cache for the read that follows.
+#[test]
+fn blocks_without_heads_are_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), tiny_options());
+    let opts = TableOptions {
+        encoding: BlockEncoding::Columnar,
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", opts)).unwrap();
+    let rows: Vec<(u64, i64, u64)> = (0..40u64)
+        .flat_map(|d| (0..3i64).map(move |ts| (d, ts, d)))
+        .collect();
+    store
+        .write("t", &small_rows(&rows), Durability::Sync)
+        .unwrap();
+    store.flush().unwrap();
+    store.compact("t", true).unwrap();
+    let store = reopen(store, dir.path());
+    let before = store.stats().cache;
+    assert_eq!(latest_ts(&store, 7), Some(2));
+    let after = store.stats().cache;
+    assert_eq!(
+        (after.misses - before.misses, after.hits - before.hits),
+        (1, 1),
+        "a miss for the heads (none), a hit for the block they cached"
+    );
+    store.close().unwrap();
+}

@@ -58,10 +58,11 @@ pub const CODEC_BITS: u8 = 3;
 const SEQ_OFFSET: usize = KEY_LEN;
 const KIND_OFFSET: usize = KEY_LEN + 8;
 
-/// How hard `pco` works (0..=12): flushes use a lower level than
-/// compactions, as they do with zstd.
+/// How a columnar block is encoded.
 #[derive(Clone, Copy, Debug)]
 pub struct ColumnarConfig {
+    /// How hard `pco` works (0..=12): minor compactions use a lower level
+    /// than major ones.
     pub pco_level: usize,
     /// Applied on top of each chunk where it pays.
     pub compression: Compression,
@@ -358,27 +359,59 @@ pub fn describe(body: &[u8]) -> Result<Vec<ChunkStat>> {
     Ok(stats)
 }
 
-fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Result<()> {
+/// What precedes the columns: the field count, the runs (checked: at
+/// least one, none empty, their counts adding up to the cell count) and
+/// the heads (empty or one per run).
+struct Prologue {
+    fields: usize,
+    runs: Vec<u8>,
+    heads: Vec<u8>,
+}
+
+fn take_prologue(r: &mut BinReader<'_>, cells: usize, width: usize) -> Result<Prologue> {
+    let bad = |what: String| Error::decode("columnar block", what);
     if cells == 0 || width < CELL_HEAD_LEN {
-        return Err(Error::decode("columnar block", "no cells"));
+        return Err(bad("no cells".into()));
     }
-    let mut r = BinReader::new(body, "columnar block");
     let fields = r.u16()? as usize;
-    let runs = r.u32()? as usize;
-    if runs == 0 || runs > cells {
-        return Err(Error::decode(
-            "columnar block",
-            format!("{runs} runs for {cells} cells"),
-        ));
+    let n = r.u32()? as usize;
+    if n == 0 || n > cells {
+        return Err(bad(format!("{n} runs for {cells} cells")));
     }
-    let runs_chunk = take_chunk(&mut r, runs * RUN_LEN)?;
-    let heads = take_heads(&mut r, runs, width)?;
+    let runs = take_chunk(r, n * RUN_LEN)?;
+    if runs.codec != CODEC_RAW || runs.inner.len() != n * RUN_LEN {
+        return Err(bad("runs chunk".into()));
+    }
+    let counts = runs.inner.chunks_exact(RUN_LEN).map(run_count);
+    if counts.clone().any(|c| c == 0) || counts.sum::<usize>() != cells {
+        return Err(bad("run lengths disagree with the cell count".into()));
+    }
+    let want = n * (width - KEY_LEN);
+    let heads = take_chunk(r, want)?;
+    if heads.codec != CODEC_RAW || !(heads.inner.is_empty() || heads.inner.len() == want) {
+        return Err(bad("heads chunk".into()));
+    }
+    Ok(Prologue {
+        fields,
+        runs: runs.inner,
+        heads: heads.inner,
+    })
+}
+
+fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Result<()> {
+    let mut r = BinReader::new(body, "columnar block");
+    let Prologue {
+        fields,
+        runs: runs_chunk,
+        heads,
+    } = take_prologue(&mut r, cells, width)?;
+    let runs = runs_chunk.len() / RUN_LEN;
     let deltas = take_chunk(&mut r, (cells - runs) * 8)?;
-    let deltas = values(&deltas, FieldType::I64, cells - runs)?;
-    put_keys(&runs_chunk, runs, &deltas, width, out)?;
+    let deltas = values(deltas, FieldType::I64, cells - runs)?;
+    put_keys(&runs_chunk, &deltas, width, out)?;
     let seq = take_chunk(&mut r, cells * 8)?;
     scatter(
-        &values(&seq, FieldType::U64, cells)?,
+        &values(seq, FieldType::U64, cells)?,
         8,
         SEQ_OFFSET,
         width,
@@ -386,7 +419,7 @@ fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Resul
     );
     let kind = take_chunk(&mut r, cells)?;
     scatter(
-        &values(&kind, FieldType::Bool, cells)?,
+        &values(kind, FieldType::Bool, cells)?,
         1,
         KIND_OFFSET,
         width,
@@ -402,7 +435,7 @@ fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Resul
             ));
         }
         let c = take_chunk(&mut r, cells * t.width())?;
-        scatter(&values(&c, t, cells)?, t.width(), offset, width, out);
+        scatter(&values(c, t, cells)?, t.width(), offset, width, out);
         offset += t.width();
     }
     if offset != width {
@@ -416,7 +449,7 @@ fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Resul
         ));
     }
     r.finish()?;
-    if !heads.is_empty() && heads != heads_of(out, width, &runs_chunk.inner) {
+    if !heads.is_empty() && heads != heads_of(out, width, &runs_chunk) {
         return Err(Error::decode(
             "columnar block",
             "run heads disagree with the columns",
@@ -425,112 +458,48 @@ fn decode_into(body: &[u8], cells: usize, width: usize, out: &mut [u8]) -> Resul
     Ok(())
 }
 
-/// The heads chunk: empty, or one `width − 18`-byte head per run.
-fn take_heads(r: &mut BinReader<'_>, runs: usize, width: usize) -> Result<Vec<u8>> {
-    let want = runs * (width - KEY_LEN);
-    let c = take_chunk(r, want)?;
-    if c.codec != CODEC_RAW || !(c.inner.is_empty() || c.inner.len() == want) {
-        return Err(Error::decode("columnar block", "heads chunk"));
-    }
-    Ok(c.inner)
-}
-
 /// The first cell of every run of a columnar body, row-major and in cell
 /// order (whole cells: the key rebuilt from the run), read from the runs
 /// and heads chunks alone; `None` when the block stores no heads. Never
 /// panics on any input.
 pub fn run_head_cells(body: &[u8], cells: usize, width: usize) -> Result<Option<Vec<u8>>> {
-    if cells == 0 || width < CELL_HEAD_LEN {
-        return Err(Error::decode("columnar block", "no cells"));
-    }
     let mut r = BinReader::new(body, "columnar block");
-    r.u16()?;
-    let runs = r.u32()? as usize;
-    if runs == 0 || runs > cells {
-        return Err(Error::decode(
-            "columnar block",
-            format!("{runs} runs for {cells} cells"),
-        ));
-    }
-    let runs_chunk = take_chunk(&mut r, runs * RUN_LEN)?;
-    if runs_chunk.codec != CODEC_RAW || runs_chunk.inner.len() != runs * RUN_LEN {
-        return Err(Error::decode("columnar block", "runs chunk"));
-    }
-    let heads = take_heads(&mut r, runs, width)?;
-    if heads.is_empty() {
+    let p = take_prologue(&mut r, cells, width)?;
+    if p.heads.is_empty() {
         return Ok(None);
     }
-    let mut total = 0usize;
-    let mut out = Vec::with_capacity(runs * width);
-    for (run, head) in runs_chunk
-        .inner
+    let mut out = Vec::with_capacity(p.heads.len() / (width - KEY_LEN) * width);
+    for (run, head) in p
+        .runs
         .chunks_exact(RUN_LEN)
-        .zip(heads.chunks_exact(width - KEY_LEN))
+        .zip(p.heads.chunks_exact(width - KEY_LEN))
     {
-        let count = run_count(run);
-        total = total.saturating_add(count);
-        if count == 0 || total > cells {
-            return Err(Error::decode(
-                "columnar block",
-                "run lengths disagree with the cell count",
-            ));
-        }
         out.extend_from_slice(&run[..RUN_KEY_LEN]);
         let first = u64::from_le_bytes(run[RUN_KEY_LEN + 4..].try_into().expect("8 bytes"));
         out.extend_from_slice(&first.to_be_bytes());
         out.extend_from_slice(head);
     }
-    if total != cells {
-        return Err(Error::decode(
-            "columnar block",
-            "run lengths disagree with the cell count",
-        ));
-    }
     Ok(Some(out))
 }
 
-/// Write every cell's key from the runs and the timestamp differences.
-fn put_keys(
-    runs: &Chunk,
-    n_runs: usize,
-    deltas: &[u8],
-    width: usize,
-    out: &mut [u8],
-) -> Result<()> {
-    if runs.codec != CODEC_RAW || runs.inner.len() != n_runs * RUN_LEN {
-        return Err(Error::decode("columnar block", "runs chunk"));
-    }
-    let cells = out.len() / width;
-    let mut row = 0usize;
+/// Write every cell's key from the runs (checked by [`take_prologue`])
+/// and the timestamp differences.
+fn put_keys(runs: &[u8], deltas: &[u8], width: usize, out: &mut [u8]) -> Result<()> {
+    let mut cells = out.chunks_exact_mut(width);
     let mut d = deltas.chunks_exact(8);
-    for run in runs.inner.chunks_exact(RUN_LEN) {
-        let count =
-            u32::from_le_bytes(run[RUN_KEY_LEN..RUN_KEY_LEN + 4].try_into().expect("4")) as usize;
-        if count == 0 || count > cells - row {
-            return Err(Error::decode(
-                "columnar block",
-                "run lengths disagree with the cell count",
-            ));
-        }
-        let mut ts = u64::from_le_bytes(run[RUN_KEY_LEN + 4..].try_into().expect("8"));
-        for i in 0..count {
+    for run in runs.chunks_exact(RUN_LEN) {
+        let mut ts = u64::from_le_bytes(run[RUN_KEY_LEN + 4..].try_into().expect("8 bytes"));
+        for i in 0..run_count(run) {
             if i > 0 {
                 let step = d
                     .next()
                     .ok_or_else(|| Error::decode("columnar block", "too few deltas"))?;
-                ts = ts.wrapping_add(u64::from_le_bytes(step.try_into().expect("8")));
+                ts = ts.wrapping_add(u64::from_le_bytes(step.try_into().expect("8 bytes")));
             }
-            let c = &mut out[row * width..];
+            let c = cells.next().expect("run counts add up to the cells");
             c[..RUN_KEY_LEN].copy_from_slice(&run[..RUN_KEY_LEN]);
             c[RUN_KEY_LEN..KEY_LEN].copy_from_slice(&ts.to_be_bytes());
-            row += 1;
         }
-    }
-    if row != cells {
-        return Err(Error::decode(
-            "columnar block",
-            "run lengths disagree with the cell count",
-        ));
     }
     Ok(())
 }
@@ -581,7 +550,7 @@ fn gather(cells: &[u8], width: usize, offset: usize, len: usize) -> Vec<u8> {
 }
 
 /// The `cells` little-endian values of type `t` a chunk holds.
-fn values(c: &Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
+fn values(c: Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
     let w = t.width();
     let bad = |what: &str| {
         Error::decode(
@@ -590,7 +559,7 @@ fn values(c: &Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
         )
     };
     match c.codec {
-        CODEC_RAW if c.inner.len() == cells * w => Ok(c.inner.clone()),
+        CODEC_RAW if c.inner.len() == cells * w => Ok(c.inner),
         CODEC_CONST if c.inner.len() == w => Ok(c.inner.repeat(cells)),
         CODEC_BITS if t == FieldType::Bool && c.inner.len() == cells.div_ceil(8) => Ok((0..cells)
             .map(|i| (c.inner[i / 8] >> (i % 8)) & 1)

@@ -265,14 +265,21 @@ impl HFileReader {
         Ok((!h.is_empty()).then_some(h))
     }
 
+    /// The run heads of block `i`, or (none stored) an empty vector after
+    /// putting the decoded block in the cache, where the caller's next
+    /// read finds it: the block is read from disk once either way.
     fn load_heads(&self, i: usize) -> Result<Vec<u8>> {
         let e = self.index[i];
         let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
-        let heads = check_index_crc(&e, &b)
-            .and_then(|()| block::decode_heads(&b, self.cell_width).map_err(block_error));
-        Ok(heads
-            .map_err(|err| err.at(&self.path, e.offset))?
-            .unwrap_or_default())
+        let at = |err: Error| err.at(&self.path, e.offset);
+        check_index_crc(&e, &b).map_err(at)?;
+        let heads = block::decode_heads(&b, self.cell_width).map_err(|err| at(block_error(err)))?;
+        if let Some(h) = heads {
+            return Ok(h);
+        }
+        let cells = check_block(&e, &b, self.cell_width).map_err(at)?;
+        self.cache.insert(self.file_id, i as u32, cells);
+        Ok(Vec::new())
     }
 
     /// Block `i` for a bulk read: from the cache if there, but a block
