@@ -16,6 +16,17 @@ const READINGS: i64 = 200;
 const CELL: u64 = 27 + 13;
 
 fn store_with(dir: &std::path::Path, encoding: BlockEncoding) -> Store {
+    fleet_store(dir, encoding, DEVICES, READINGS)
+}
+
+/// A table of `devices` × `readings` (one every 10 ms), flushed and
+/// major-compacted (so its files are in `encoding`).
+fn fleet_store(
+    dir: &std::path::Path,
+    encoding: BlockEncoding,
+    devices: u64,
+    readings: i64,
+) -> Store {
     let store = open(dir, tiny_options());
     let opts = TableOptions {
         encoding,
@@ -23,8 +34,8 @@ fn store_with(dir: &std::path::Path, encoding: BlockEncoding) -> Store {
         ..TableOptions::default()
     };
     store.create_table(small_schema("t", opts)).unwrap();
-    let rows: Vec<(u64, i64, u64)> = (0..DEVICES)
-        .flat_map(|d| (0..READINGS).map(move |ts| (d, ts * 10, d * 1000 + ts as u64)))
+    let rows: Vec<(u64, i64, u64)> = (0..devices)
+        .flat_map(|d| (0..readings).map(move |ts| (d, ts * 10, d * 1000 + ts as u64)))
         .collect();
     store
         .write("t", &small_rows(&rows), Durability::Sync)
@@ -151,24 +162,11 @@ fn rows_files_skip_the_heads_lookup() {
 #[test]
 fn blocks_without_heads_are_read_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path(), tiny_options());
-    let opts = TableOptions {
-        encoding: BlockEncoding::Columnar,
-        regions: 1,
-        ..TableOptions::default()
-    };
-    store.create_table(small_schema("t", opts)).unwrap();
-    let rows: Vec<(u64, i64, u64)> = (0..40u64)
-        .flat_map(|d| (0..3i64).map(move |ts| (d, ts, d)))
-        .collect();
-    store
-        .write("t", &small_rows(&rows), Durability::Sync)
-        .unwrap();
-    store.flush().unwrap();
-    store.compact("t", true).unwrap();
+    // Runs of 3 readings: shorter than the 8 that heads need.
+    let store = fleet_store(dir.path(), BlockEncoding::Columnar, 40, 3);
     let store = reopen(store, dir.path());
     let before = store.stats().cache;
-    assert_eq!(latest_ts(&store, 7), Some(2));
+    assert_eq!(latest_ts(&store, 7), Some(20));
     let after = store.stats().cache;
     assert_eq!(
         (after.misses - before.misses, after.hits - before.hits),

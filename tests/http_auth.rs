@@ -127,20 +127,9 @@ fn serve_takes_tokens_from_a_token_file() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "# ops\nrw file-writer\nro file-reader\n").unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--dir")
-        .arg(dir.path().join("data"))
+    let mut child = common::serve_command(&dir.path().join("data"), "127.0.0.1:0")
         .arg("--token-file")
         .arg(&tokens)
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let h = common::logged_http_addr(&mut child);
@@ -159,18 +148,7 @@ fn serve_takes_tokens_from_a_token_file() {
 fn serve_warns_when_exposed_without_a_token_and_names_a_bad_token_file() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "0.0.0.0:0",
-        ])
-        .arg("--dir")
-        .arg(dir.path().join("data"))
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
+    let mut child = common::serve_command(&dir.path().join("data"), "0.0.0.0:0")
         .spawn()
         .unwrap();
     let err = std::io::BufReader::new(child.stderr.take().unwrap());

@@ -249,18 +249,7 @@ fn sigkill_of_the_daemon_under_load_loses_no_acked_batch() {
     }
     let mut acked = Vec::new();
     for run in 0..3u64 {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--dir",
-            ])
-            .arg(dir.path())
-            .env("RUST_LOG", "info")
-            .stderr(std::process::Stdio::piped())
+        let mut child = common::serve_command(dir.path(), "127.0.0.1:0")
             .spawn()
             .unwrap();
         let (addr, err) = listen_addr(&mut child);

@@ -461,29 +461,24 @@ fn table_encoding_from_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let run = |args: &[&str]| common::telestore_cli(d, args);
-    let o = run(&[
-        "table",
-        "create",
-        "t",
-        "--field",
-        "v:f64",
-        "--encoding",
-        "zigzag",
-    ]);
+    let create = |encoding: &str| {
+        run(&[
+            "table",
+            "create",
+            "t",
+            "--field",
+            "v:f64",
+            "--encoding",
+            encoding,
+        ])
+    };
+    let o = create("zigzag");
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("rows or columnar"),
         "{o:?}"
     );
-    let o = run(&[
-        "table",
-        "create",
-        "t",
-        "--field",
-        "v:f64",
-        "--encoding",
-        "columnar",
-    ]);
+    let o = create("columnar");
     assert!(o.status.success(), "{o:?}");
     let list = |want: &str| {
         let o = run(&["table", "list"]);

@@ -191,6 +191,26 @@ pub fn http_daemon(
     (dir, store, run, http)
 }
 
+/// `telestore serve` on `dir` with both listeners on loopback port 0 (HTTP
+/// on `http_listen`), logging at info to a piped stderr (where
+/// [`logged_http_addr`] finds the address); the caller adds flags and
+/// spawns it.
+pub fn serve_command(dir: &std::path::Path, http_listen: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"));
+    c.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        http_listen,
+    ])
+    .arg("--dir")
+    .arg(dir)
+    .env("RUST_LOG", "info")
+    .stderr(std::process::Stdio::piped());
+    c
+}
+
 /// `telestore ARGS --dir DIR`, its output.
 pub fn telestore_cli(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
