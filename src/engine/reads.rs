@@ -8,7 +8,12 @@ use crate::error::{Error, Result};
 use crate::hfile::writer::KEY_MAX;
 use crate::key::{self, DeviceId, RowKey, KEY_LEN};
 use crate::read::source::{CellSource, FileSource, MemSource};
+use crate::cell::{RangeTombstone, CELL_HEAD_LEN};
+use crate::hfile::columns::FieldSlot;
+use crate::hfile::HFileReader;
+use crate::read::columns::{self, Piece, RunSlice};
 use crate::read::{merge_visible, Order, Row, RowView, Visibility};
+use crate::schema::{BlockEncoding, TableSchema};
 use crate::region;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -51,6 +56,39 @@ impl Store {
         q: &Query,
         mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
+        self.each_region(t, q, &mut |r, st, sub, read_seq, more| {
+            self.run_region(t, r, st, sub, read_seq, |v| {
+                *more = visit(v);
+                *more
+            })
+        })
+    }
+
+    /// [`Store::run`] as a batch read of the fields in `slots`.
+    fn run_pieces(
+        &self,
+        t: &Table,
+        q: &Query,
+        slots: &Arc<[FieldSlot]>,
+        visit: &mut dyn FnMut(Piece<'_>) -> bool,
+    ) -> Result<ReadStats> {
+        self.each_region(t, q, &mut |r, st, sub, read_seq, more| {
+            let mut v = |p: Piece<'_>| {
+                *more = visit(p);
+                *more
+            };
+            self.run_region_pieces(t, r, st, sub, read_seq, slots, &mut v)
+        })
+    }
+
+    /// Call `each` with every region `q` reaches (in key order, `q`
+    /// clipped to it, one snapshot for all) until it clears its `more`.
+    fn each_region(
+        &self,
+        t: &Table,
+        q: &Query,
+        each: &mut dyn FnMut(&Region, TableState, &Query, u64, &mut bool) -> Result<ReadStats>,
+    ) -> Result<ReadStats> {
         // Every write acknowledged before this point is applied before the
         // regions are listed (a split meanwhile moves pending writes to
         // the daughters, not to the parents a read would have listed).
@@ -74,10 +112,7 @@ impl Store {
                 continue;
             };
             let sub = Query { lo, hi, ..*q };
-            let st = self.run_region(t, r, st, &sub, read_seq, |v| {
-                more = visit(v);
-                more
-            })?;
+            let st = each(r, st, &sub, read_seq, &mut more)?;
             total.add(&st);
             if !more {
                 break;
@@ -110,11 +145,7 @@ impl Store {
         }
         for f in &st.files {
             tombs.extend_from_slice(f.range_tombstones());
-            let skip = !f.overlaps(&q.lo, &q.hi)
-                || !f.ts_overlaps(q.from, q.to)
-                || q.exact_key.is_some_and(|k| !f.may_contain_key(&k))
-                || q.device.is_some_and(|d| !f.may_contain_device(d));
-            if !skip {
+            if wants_file(f, q) {
                 stats.files_read += 1;
                 let pf = Some(self.shared.prefetch.clone());
                 let src = match q.first_rows {
@@ -124,6 +155,21 @@ impl Store {
                 sources.push(Box::new(src));
             }
         }
+        let (vis, now) = self.visibility(t, q, read_seq, tombs);
+        stats.rows = merge_visible(sources, &vis, visit)?;
+        r.stats.on_read(now, stats.rows);
+        Ok(stats)
+    }
+
+    /// The visibility rules of `q` at `read_seq`, with the range
+    /// tombstones that apply to it; and the clock's now.
+    fn visibility(
+        &self,
+        t: &Table,
+        q: &Query,
+        read_seq: u64,
+        mut tombs: Vec<RangeTombstone>,
+    ) -> (Visibility, i64) {
         if let Some(d) = q.device {
             tombs.retain(|t| t.device == d);
         }
@@ -137,9 +183,37 @@ impl Store {
             tombstones: Visibility::group(tombs.into_iter().filter(|t| t.seq <= read_seq)),
             read_seq,
         };
-        stats.rows = merge_visible(sources, &vis, visit)?;
-        r.stats.on_read(now, stats.rows);
-        Ok(stats)
+        (vis, now)
+    }
+
+    /// Run `q` over one region as a batch read: as columns
+    /// ([`columns::scan_file`]) when one columnar HFile is the region's
+    /// only source for `q`, else row by row through the merge.
+    #[allow(clippy::too_many_arguments)]
+    fn run_region_pieces(
+        &self,
+        t: &Table,
+        r: &Region,
+        st: TableState,
+        q: &Query,
+        read_seq: u64,
+        slots: &Arc<[FieldSlot]>,
+        visit: &mut dyn FnMut(Piece<'_>) -> bool,
+    ) -> Result<ReadStats> {
+        let Some(file) = only_columnar_source(&st, q, read_seq) else {
+            return self.run_region(t, r, st, q, read_seq, |v| visit(Piece::Row(v)));
+        };
+        let (vis, now) = self.visibility(t, q, read_seq, Vec::new());
+        let pf = self.shared.prefetch.clone();
+        let rows = columns::scan_file(&file, &q.lo, &q.hi, &vis, slots, Some(&pf), visit)?;
+        r.stats.on_read(now, rows);
+        Ok(ReadStats {
+            regions: 1,
+            memstores: 1 + st.frozen.len(),
+            files_considered: st.files.len(),
+            files_read: 1,
+            rows,
+        })
     }
 
     /// The newest visible version of `(device, ts)`.
@@ -272,7 +346,7 @@ impl Store {
         table: &str,
         from: i64,
         to: i64,
-        visit: impl FnMut(RowView<'_>) -> bool,
+        mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
         let t = self.read_table(table)?;
         if from > to {
@@ -281,17 +355,77 @@ impl Store {
                 format!("from {from} > to {to}"),
             ));
         }
-        let q = Query {
-            lo: [0; KEY_LEN],
-            hi: KEY_MAX,
-            from,
-            to,
-            device: None,
-            exact_key: None,
-            versions: 1,
-            first_rows: false,
-        };
-        parallel::scan(self, &t, &q, visit)
+        parallel::scan(self, &t, &whole_table(from, to), None, |p| match p {
+            Piece::Row(v) => visit(v),
+            Piece::Run(_) => unreachable!("runs come only from batch reads"),
+        })
+    }
+}
+
+impl Store {
+    /// A batch read of `[from, to]` (inclusive) for the query layer: one
+    /// device's readings or (`device` = `None`) every device's, in key
+    /// order, each device newest first, with the table's fields `fields`
+    /// (indexes, in output order). A region whose only source is a
+    /// columnar HFile hands over [`Piece::Run`]s holding just those
+    /// fields, decoded as columns; other regions hand over
+    /// [`Piece::Row`]s (all the row's field bytes). `visit` returns false
+    /// to stop.
+    pub fn scan_pieces(
+        &self,
+        table: &str,
+        device: Option<u64>,
+        from: i64,
+        to: i64,
+        fields: &[usize],
+        mut visit: impl FnMut(Piece<'_>) -> bool,
+    ) -> Result<ReadStats> {
+        let t = self.read_table(table)?;
+        if from > to {
+            return Err(Error::invalid(
+                "time range",
+                format!("from {from} > to {to}"),
+            ));
+        }
+        let slots = field_slots(&t.schema, fields)?;
+        match device {
+            Some(d) => {
+                let q = Self::device_query(d, from, to);
+                self.run_pieces(&t, &q, &slots, &mut visit)
+            }
+            None => parallel::scan(self, &t, &whole_table(from, to), Some(slots), visit),
+        }
+    }
+}
+
+/// Where each of `fields` sits in a cell of `schema`.
+fn field_slots(schema: &TableSchema, fields: &[usize]) -> Result<Arc<[FieldSlot]>> {
+    fields
+        .iter()
+        .map(|&index| {
+            let f = schema.fields.get(index).ok_or_else(|| {
+                Error::invalid("fields", format!("no field {index} in {}", schema.name))
+            })?;
+            Ok(FieldSlot {
+                index,
+                offset: CELL_HEAD_LEN + schema.field_offset(index),
+                width: f.ty.width(),
+            })
+        })
+        .collect()
+}
+
+/// Every key, over `[from, to]`.
+fn whole_table(from: i64, to: i64) -> Query {
+    Query {
+        lo: [0; KEY_LEN],
+        hi: KEY_MAX,
+        from,
+        to,
+        device: None,
+        exact_key: None,
+        versions: 1,
+        first_rows: false,
     }
 }
 
@@ -305,6 +439,38 @@ impl ReadStats {
     }
 }
 
+/// Could `f` hold cells `q` reads?
+fn wants_file(f: &HFileReader, q: &Query) -> bool {
+    f.overlaps(&q.lo, &q.hi)
+        && f.ts_overlaps(q.from, q.to)
+        && q.exact_key.is_none_or(|k| f.may_contain_key(&k))
+        && q.device.is_none_or(|d| f.may_contain_device(d))
+}
+
+/// The one columnar HFile that is the only source of `q`'s cells in a
+/// region, when it is: no memstore holds a cell in the range, no range
+/// tombstone of the snapshot applies, one file is read and every cell of
+/// it is in the snapshot (a batch read then needs no merge).
+fn only_columnar_source(st: &TableState, q: &Query, read_seq: u64) -> Option<Arc<HFileReader>> {
+    let applies = |t: &RangeTombstone| t.seq <= read_seq && q.device.is_none_or(|d| t.device == d);
+    let mut probe = Vec::new();
+    for m in std::iter::once(&st.active).chain(st.frozen.iter()) {
+        if m.copy_range(&q.lo, &q.hi, None, 1, &mut probe) > 0
+            || m.range_tombstones().iter().any(applies)
+        {
+            return None;
+        }
+    }
+    if st.files.iter().any(|f| f.range_tombstones().iter().any(applies)) {
+        return None;
+    }
+    let mut read = st.files.iter().filter(|f| wants_file(f, q));
+    let f = read.next()?;
+    let alone = read.next().is_none();
+    let columnar = f.info().encoding == BlockEncoding::Columnar;
+    (alone && columnar && f.info().max_seq <= read_seq).then(|| f.clone())
+}
+
 /// The parallel table-wide scan.
 mod parallel {
     use super::*;
@@ -316,17 +482,64 @@ mod parallel {
     /// Chunks buffered per region ahead of the caller.
     const CHUNKS_AHEAD: usize = 2;
 
-    /// Rows of one region, packed: `device u64 | ts i64 | seq u64 | fields`.
+    /// What a worker hands over, in key order.
     enum Msg {
+        /// Rows packed as `device u64 | ts i64 | seq u64 | fields`.
         Rows(Vec<u8>),
+        /// Device runs as columns.
+        Runs(Runs),
         Done(Result<ReadStats>),
+    }
+
+    /// Runs of rows copied out of a batch read: `(device, rows)` per run,
+    /// then every row's timestamp and each asked field's values.
+    #[derive(Default)]
+    struct Runs {
+        runs: Vec<(DeviceId, usize)>,
+        ts: Vec<i64>,
+        fields: Vec<Vec<u8>>,
+    }
+
+    impl Runs {
+        fn push(&mut self, r: &RunSlice<'_>) {
+            self.runs.push((r.device, r.len()));
+            self.ts.extend_from_slice(r.ts);
+            self.fields.resize_with(r.fields.len(), Vec::new);
+            for (out, f) in self.fields.iter_mut().zip(r.fields) {
+                out.extend_from_slice(f);
+            }
+        }
+
+        /// Hand each run to `visit`; false when it stopped.
+        fn visit(&self, visit: &mut impl FnMut(Piece<'_>) -> bool) -> bool {
+            let mut row = 0;
+            let mut slices: Vec<&[u8]> = Vec::with_capacity(self.fields.len());
+            for &(device, n) in &self.runs {
+                slices.clear();
+                for f in &self.fields {
+                    let w = f.len() / self.ts.len();
+                    slices.push(&f[row * w..(row + n) * w]);
+                }
+                let run = RunSlice {
+                    device,
+                    ts: &self.ts[row..row + n],
+                    fields: &slices,
+                };
+                if !visit(Piece::Run(run)) {
+                    return false;
+                }
+                row += n;
+            }
+            true
+        }
     }
 
     pub(super) fn scan(
         store: &Store,
         t: &Table,
         q: &Query,
-        mut visit: impl FnMut(RowView<'_>) -> bool,
+        slots: Option<Arc<[FieldSlot]>>,
+        mut visit: impl FnMut(Piece<'_>) -> bool,
     ) -> Result<ReadStats> {
         // As in `Store::run`: applied up to now, then list the regions.
         store.shared.gate.wait_caught_up();
@@ -339,6 +552,14 @@ mod parallel {
             regions.iter().map(|_| bounded(CHUNKS_AHEAD)).unzip();
         let next = AtomicUsize::new(0);
         let workers = store.shared.opts.scan_threads.min(regions.len()).max(1);
+        let job = Job {
+            store,
+            t,
+            q,
+            read_seq,
+            fw,
+            slots: slots.as_ref(),
+        };
         std::thread::scope(|s| {
             for _ in 0..workers {
                 s.spawn(|| loop {
@@ -349,9 +570,7 @@ mod parallel {
                         break;
                     };
                     let st = st.clone();
-                    let run = std::panic::AssertUnwindSafe(|| {
-                        worker(store, t, r, st, q, read_seq, fw, tx)
-                    });
+                    let run = std::panic::AssertUnwindSafe(|| job.region(r, st, tx));
                     let alive = std::panic::catch_unwind(run).unwrap_or_else(|_| {
                         let e = Error::invalid("scan", "a scan worker panicked (a bug)");
                         tx.send(Msg::Done(Err(e))).is_ok()
@@ -370,46 +589,78 @@ mod parallel {
         })
     }
 
-    /// Scan one region into its channel; false when the caller stopped.
-    #[allow(clippy::too_many_arguments)]
-    fn worker(
-        store: &Store,
-        t: &Table,
-        r: &Region,
-        st: TableState,
-        q: &Query,
+    /// What every region's sub-scan shares.
+    struct Job<'a> {
+        store: &'a Store,
+        t: &'a Table,
+        q: &'a Query,
         read_seq: u64,
         fw: usize,
-        tx: &Sender<Msg>,
-    ) -> bool {
-        let Some((lo, hi)) = region::clip(&q.lo, &q.hi, &r.start, r.end.as_ref()) else {
-            return tx.send(Msg::Done(Ok(ReadStats::default()))).is_ok();
-        };
-        let sub = Query { lo, hi, ..*q };
-        let row = 24 + fw;
-        let mut buf = Vec::with_capacity(CHUNK_ROWS * row);
-        let mut alive = true;
-        let res = store.run_region(t, r, st, &sub, read_seq, |v| {
-            buf.extend_from_slice(&v.device.0.to_le_bytes());
-            buf.extend_from_slice(&v.ts.to_le_bytes());
-            buf.extend_from_slice(&v.seq.to_le_bytes());
-            buf.extend_from_slice(v.fields);
-            if buf.len() >= CHUNK_ROWS * row {
-                let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS * row));
-                alive = tx.send(Msg::Rows(full)).is_ok();
+        /// Set for a batch read.
+        slots: Option<&'a Arc<[FieldSlot]>>,
+    }
+
+    impl Job<'_> {
+        /// Scan one region into its channel; false when the caller stopped.
+        fn region(&self, r: &Region, st: TableState, tx: &Sender<Msg>) -> bool {
+            let Some((lo, hi)) = region::clip(&self.q.lo, &self.q.hi, &r.start, r.end.as_ref())
+            else {
+                return tx.send(Msg::Done(Ok(ReadStats::default()))).is_ok();
+            };
+            let sub = Query { lo, hi, ..*self.q };
+            let row = 24 + self.fw;
+            let mut rows = Vec::with_capacity(CHUNK_ROWS * row);
+            let mut runs = Runs::default();
+            let mut alive = true;
+            // Whichever buffer is not being filled is sent first, so the
+            // caller sees pieces in key order.
+            let mut piece = |p: Piece<'_>| {
+                match p {
+                    Piece::Row(v) => {
+                        if !runs.ts.is_empty() {
+                            alive &= tx.send(Msg::Runs(std::mem::take(&mut runs))).is_ok();
+                        }
+                        rows.extend_from_slice(&v.device.0.to_le_bytes());
+                        rows.extend_from_slice(&v.ts.to_le_bytes());
+                        rows.extend_from_slice(&v.seq.to_le_bytes());
+                        rows.extend_from_slice(v.fields);
+                        if rows.len() >= CHUNK_ROWS * row {
+                            let full =
+                                std::mem::replace(&mut rows, Vec::with_capacity(CHUNK_ROWS * row));
+                            alive &= tx.send(Msg::Rows(full)).is_ok();
+                        }
+                    }
+                    Piece::Run(r) => {
+                        if !rows.is_empty() {
+                            alive &= tx.send(Msg::Rows(std::mem::take(&mut rows))).is_ok();
+                        }
+                        runs.push(&r);
+                        if runs.ts.len() >= CHUNK_ROWS {
+                            alive &= tx.send(Msg::Runs(std::mem::take(&mut runs))).is_ok();
+                        }
+                    }
+                }
+                alive
+            };
+            let (store, t, seq) = (self.store, self.t, self.read_seq);
+            let res = match self.slots {
+                Some(slots) => store.run_region_pieces(t, r, st, &sub, seq, slots, &mut piece),
+                None => store.run_region(t, r, st, &sub, seq, |v| piece(Piece::Row(v))),
+            };
+            if alive && !rows.is_empty() {
+                alive = tx.send(Msg::Rows(rows)).is_ok();
             }
-            alive
-        });
-        if !buf.is_empty() && alive {
-            alive = tx.send(Msg::Rows(buf)).is_ok();
+            if alive && !runs.ts.is_empty() {
+                alive = tx.send(Msg::Runs(runs)).is_ok();
+            }
+            alive && tx.send(Msg::Done(res)).is_ok()
         }
-        alive && tx.send(Msg::Done(res)).is_ok()
     }
 
     fn consume(
         receivers: &[Receiver<Msg>],
         fw: usize,
-        visit: &mut impl FnMut(RowView<'_>) -> bool,
+        visit: &mut impl FnMut(Piece<'_>) -> bool,
         total: &mut ReadStats,
     ) -> Result<()> {
         let le = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
@@ -424,9 +675,14 @@ mod parallel {
                                 seq: le(&c[16..24]),
                                 fields: &c[24..],
                             };
-                            if !visit(v) {
+                            if !visit(Piece::Row(v)) {
                                 return Ok(());
                             }
+                        }
+                    }
+                    Ok(Msg::Runs(r)) => {
+                        if !r.visit(visit) {
+                            return Ok(());
                         }
                     }
                     Ok(Msg::Done(r)) => {

@@ -14,6 +14,7 @@
 
 pub use super::columnar::BLOCK_KIND_COLUMNAR;
 use super::columnar::{self, ColumnarConfig};
+use super::columns::{self, BlockParts, FieldSlot};
 use crate::cell::{CellKind, CELL_HEAD_LEN};
 use crate::error::{Error, Result};
 use crate::schema::{Compression, FieldType};
@@ -194,18 +195,47 @@ pub fn decode_heads(
     Ok(heads)
 }
 
+/// Verify a block and decode its keys (when `keys`) and the fields in
+/// `slots` as columns ([`columns::decode_parts`]); a row-major block is
+/// decompressed and its columns gathered. Never panics on any input.
+pub fn decode_parts(
+    b: &[u8],
+    cell_width: usize,
+    keys: bool,
+    slots: &[FieldSlot],
+) -> std::result::Result<BlockParts, BlockError> {
+    let (h, body) = verified(b)?;
+    if h.kind != BLOCK_KIND_COLUMNAR {
+        let cells = cells_of(&h, body, cell_width).map_err(BlockError::Other)?;
+        return columns::parts_of_cells(&cells, cell_width, keys, slots).map_err(BlockError::Other);
+    }
+    let n = h.cells as usize;
+    if h.codec != 0 || h.raw_len as usize != n * cell_width {
+        return Err(BlockError::Other(Error::decode(
+            "block",
+            "columnar block header disagrees with its cells",
+        )));
+    }
+    columns::decode_parts(body, n, cell_width, keys, slots).map_err(BlockError::Other)
+}
+
 /// Verify and decompress a whole block (`b` = header + body) into cells of
 /// `cell_width` bytes. Never panics on any input.
 pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, BlockError> {
     let (h, body) = verified(b)?;
+    cells_of(&h, body, cell_width).map_err(BlockError::Other)
+}
+
+/// The cells of a verified block.
+fn cells_of(h: &BlockHeader, body: &[u8], cell_width: usize) -> Result<Vec<u8>> {
     if cell_width < CELL_HEAD_LEN || h.raw_len as usize != h.cells as usize * cell_width {
-        return Err(BlockError::Other(Error::decode(
+        return Err(Error::decode(
             "block",
             format!(
                 "raw length {} for {} cells of {cell_width}",
                 h.raw_len, h.cells
             ),
-        )));
+        ));
     }
     let raw = match h.kind {
         BLOCK_KIND_COLUMNAR if h.codec != 0 => Err(Error::decode(
@@ -214,9 +244,8 @@ pub fn decode(b: &[u8], cell_width: usize) -> std::result::Result<Vec<u8>, Block
         )),
         BLOCK_KIND_COLUMNAR => columnar::decode(body, h.cells as usize, cell_width),
         _ => decompress(h.codec, body, h.raw_len as usize),
-    }
-    .map_err(BlockError::Other)?;
-    check_cells(&raw, h.cells, cell_width).map_err(BlockError::Other)?;
+    }?;
+    check_cells(&raw, h.cells, cell_width)?;
     Ok(raw)
 }
 

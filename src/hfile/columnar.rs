@@ -55,8 +55,8 @@ pub const CODEC_CONST: u8 = 1;
 pub const CODEC_PCO: u8 = 2;
 pub const CODEC_BITS: u8 = 3;
 
-const SEQ_OFFSET: usize = KEY_LEN;
-const KIND_OFFSET: usize = KEY_LEN + 8;
+pub(super) const SEQ_OFFSET: usize = KEY_LEN;
+pub(super) const KIND_OFFSET: usize = KEY_LEN + 8;
 
 /// How a columnar block is encoded.
 #[derive(Clone, Copy, Debug)]
@@ -176,7 +176,7 @@ fn heads_of(cells: &[u8], width: usize, runs: &[u8]) -> Vec<u8> {
 }
 
 /// A run's cell count (the caller checked the run's length).
-fn run_count(run: &[u8]) -> usize {
+pub(super) fn run_count(run: &[u8]) -> usize {
     u32::from_le_bytes(
         run[RUN_KEY_LEN..RUN_KEY_LEN + 4]
             .try_into()
@@ -285,12 +285,12 @@ fn put_chunk(out: &mut Vec<u8>, codec: u8, inner: &[u8], outer: Compression) -> 
 // ---- decoding ------------------------------------------------------------
 
 /// One chunk as read: its codec and inner (decompressed) bytes.
-struct Chunk {
-    codec: u8,
-    inner: Vec<u8>,
+pub(super) struct Chunk {
+    pub(super) codec: u8,
+    pub(super) inner: Vec<u8>,
 }
 
-fn take_chunk(r: &mut BinReader<'_>, inner_max: usize) -> Result<Chunk> {
+pub(super) fn take_chunk(r: &mut BinReader<'_>, inner_max: usize) -> Result<Chunk> {
     let codec = r.u8()?;
     let outer = r.u8()?;
     let inner_len = r.u32()? as usize;
@@ -362,13 +362,13 @@ pub fn describe(body: &[u8]) -> Result<Vec<ChunkStat>> {
 /// What precedes the columns: the field count, the runs (checked: at
 /// least one, none empty, their counts adding up to the cell count) and
 /// the heads (empty or one per run).
-struct Prologue {
-    fields: usize,
-    runs: Vec<u8>,
-    heads: Vec<u8>,
+pub(super) struct Prologue {
+    pub(super) fields: usize,
+    pub(super) runs: Vec<u8>,
+    pub(super) heads: Vec<u8>,
 }
 
-fn take_prologue(r: &mut BinReader<'_>, cells: usize, width: usize) -> Result<Prologue> {
+pub(super) fn take_prologue(r: &mut BinReader<'_>, cells: usize, width: usize) -> Result<Prologue> {
     let bad = |what: String| Error::decode("columnar block", what);
     if cells == 0 || width < CELL_HEAD_LEN {
         return Err(bad("no cells".into()));
@@ -528,7 +528,7 @@ fn scatter_n<const N: usize>(vals: &[u8], offset: usize, width: usize, out: &mut
 }
 
 /// The `len`-byte values at `offset` of every cell, one after the other.
-fn gather(cells: &[u8], width: usize, offset: usize, len: usize) -> Vec<u8> {
+pub(super) fn gather(cells: &[u8], width: usize, offset: usize, len: usize) -> Vec<u8> {
     fn gather_n<const N: usize>(cells: &[u8], width: usize, offset: usize, out: &mut Vec<u8>) {
         for c in cells.chunks_exact(width) {
             let v: &[u8; N] = c[offset..offset + N].try_into().expect("N bytes");
@@ -550,7 +550,7 @@ fn gather(cells: &[u8], width: usize, offset: usize, len: usize) -> Vec<u8> {
 }
 
 /// The `cells` little-endian values of type `t` a chunk holds.
-fn values(c: Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
+pub(super) fn values(c: Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
     let w = t.width();
     let bad = |what: &str| {
         Error::decode(

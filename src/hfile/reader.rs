@@ -2,11 +2,13 @@
 //! verified), serves data blocks through the block cache with `pread`.
 
 use super::block::{self, BlockError};
+use super::columns::BlockParts;
 use super::bloom::Bloom;
 use super::sections::{
     decode_index, decode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer, TRAILER_LEN,
 };
-use crate::cache::BlockCache;
+use super::columns::{BlockKeys, FieldSlot};
+use crate::cache::{BlockCache, Entry, Part, PART_FIELD_0, PART_HEADS, PART_KEYS};
 use crate::cell::{self, RangeTombstone};
 use crate::error::{Error, Result};
 use crate::key::{DeviceId, RowKey};
@@ -15,10 +17,6 @@ use crate::util::bin::crc;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Cache keys of run-head entries: the block index with the top bit set
-/// (an index has far fewer than 2^31 blocks: `SECTION_LEN_MAX` / 56).
-const HEADS_FLAG: u32 = 1 << 31;
 
 /// An open HFile.
 pub struct HFileReader {
@@ -258,10 +256,13 @@ impl HFileReader {
         {
             return Ok(None);
         }
-        let key = i as u32 | HEADS_FLAG;
         let h = self
             .cache
-            .get_or_load(self.file_id, key, || self.load_heads(i))?;
+            .get_or_load_part(self.file_id, i as u32, PART_HEADS, || {
+                self.load_heads(i).map(|h| Entry::Bytes(Arc::new(h)))
+            })?
+            .bytes()
+            .expect("the heads part holds bytes");
         Ok((!h.is_empty()).then_some(h))
     }
 
@@ -282,6 +283,87 @@ impl HFileReader {
         Ok(Vec::new())
     }
 
+    /// Block `i` as columns: its keys and the fields in `slots`, in that
+    /// order (each part cached apart; a miss reads the block once and
+    /// decodes only the parts not cached, skipping the other fields).
+    pub fn block_columns(&self, i: usize, slots: &[FieldSlot]) -> Result<BlockColumns> {
+        let block = i as u32;
+        let keys = self
+            .cache
+            .get_or_load_part(self.file_id, block, PART_KEYS, || {
+                // The block is read for its keys: the missing fields come
+                // out of the same read.
+                let want: Vec<FieldSlot> = slots
+                    .iter()
+                    .filter(|s| !self.cache.contains_part(self.file_id, block, field_part(s)))
+                    .copied()
+                    .collect();
+                let parts = self.load_parts(i, true, &want)?;
+                self.cache_fields(block, &want, parts.fields);
+                Ok(Entry::Keys(Arc::new(parts.keys.expect("keys asked for"))))
+            })?
+            .keys()
+            .expect("the keys part holds keys");
+        let mut fields: Vec<Option<Arc<Vec<u8>>>> = slots
+            .iter()
+            .map(|s| {
+                self.cache
+                    .peek_part(self.file_id, block, field_part(s))
+                    .and_then(Entry::bytes)
+            })
+            .collect();
+        let want: Vec<FieldSlot> = slots
+            .iter()
+            .zip(&fields)
+            .filter(|(_, f)| f.is_none())
+            .map(|(s, _)| *s)
+            .collect();
+        if !want.is_empty() {
+            let parts = self.load_parts(i, false, &want)?;
+            let mut got = parts.fields.into_iter().map(Arc::new);
+            for f in fields.iter_mut().filter(|f| f.is_none()) {
+                *f = got.next();
+            }
+            for (s, f) in slots.iter().zip(&fields) {
+                if let Some(f) = f {
+                    let e = Entry::Bytes(f.clone());
+                    self.cache.insert_part(self.file_id, block, field_part(s), e);
+                }
+            }
+        }
+        Ok(BlockColumns {
+            keys,
+            fields: fields
+                .into_iter()
+                .map(|f| f.expect("every field decoded"))
+                .collect(),
+        })
+    }
+
+    fn cache_fields(&self, block: u32, slots: &[FieldSlot], fields: Vec<Vec<u8>>) {
+        for (s, f) in slots.iter().zip(fields) {
+            let e = Entry::Bytes(Arc::new(f));
+            self.cache.insert_part(self.file_id, block, field_part(s), e);
+        }
+    }
+
+    /// Read block `i` and decode its keys (when `keys`) and `slots`.
+    fn load_parts(&self, i: usize, keys: bool, slots: &[FieldSlot]) -> Result<BlockParts> {
+        let e = self.index[i];
+        let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+        let at = |err: Error| err.at(&self.path, e.offset);
+        check_index_crc(&e, &b).map_err(at)?;
+        let parts = block::decode_parts(&b, self.cell_width, keys, slots)
+            .map_err(|err| at(block_error(err)))?;
+        if parts.keys.as_ref().is_some_and(|k| k.ts.len() != e.cells as usize) {
+            return Err(at(Error::decode(
+                "block",
+                "cell count disagrees with the index",
+            )));
+        }
+        Ok(parts)
+    }
+
     /// Block `i` for a bulk read: from the cache if there, but a block
     /// read from disk is not cached.
     pub fn block_uncached(&self, i: usize) -> Result<Arc<Vec<u8>>> {
@@ -294,6 +376,21 @@ impl HFileReader {
         let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
         check_block(&e, &b, self.cell_width).map_err(|err| err.at(&self.path, e.offset))
     }
+}
+
+/// The cache part of a field.
+fn field_part(s: &FieldSlot) -> Part {
+    Part::try_from(s.index)
+        .ok()
+        .and_then(|i| i.checked_add(PART_FIELD_0))
+        .expect("a table has far fewer fields than cache parts")
+}
+
+/// A block as columns ([`HFileReader::block_columns`]).
+pub struct BlockColumns {
+    pub keys: Arc<BlockKeys>,
+    /// The asked fields' little-endian values, in the order asked.
+    pub fields: Vec<Arc<Vec<u8>>>,
 }
 
 fn read_exact(f: &std::fs::File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {

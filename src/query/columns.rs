@@ -1,6 +1,7 @@
 //! Rows to Arrow: the schema of `formats/arrow.md` and a batch builder
 //! that turns engine rows into record batches column by column.
 
+use crate::read::columns::RunSlice;
 use crate::read::RowView;
 use crate::schema::{Field, FieldType, TableSchema};
 use arrow_array::builder::BooleanBuilder;
@@ -168,6 +169,22 @@ impl Col {
         }
     }
 
+    /// Append little-endian values (a column slice of a batch read).
+    fn extend(&mut self, b: &[u8]) {
+        fn lanes<const N: usize, T>(v: &mut Vec<T>, b: &[u8], f: fn([u8; N]) -> T) {
+            v.extend(b.chunks_exact(N).map(|c| f(c.try_into().expect("N bytes"))));
+        }
+        match self {
+            Col::F64(v) => lanes(v, b, f64::from_le_bytes),
+            Col::F32(v) => lanes(v, b, f32::from_le_bytes),
+            Col::I64(v) => lanes(v, b, i64::from_le_bytes),
+            Col::I32(v) => lanes(v, b, i32::from_le_bytes),
+            Col::U64(v) => lanes(v, b, u64::from_le_bytes),
+            Col::U32(v) => lanes(v, b, u32::from_le_bytes),
+            Col::Bool(v) => b.iter().for_each(|&x| v.append_value(x != 0)),
+        }
+    }
+
     fn finish(&mut self) -> ArrayRef {
         match self {
             Col::F64(v) => Arc::new(Float64Array::from(std::mem::take(v))),
@@ -237,6 +254,30 @@ impl RowBatcher {
         for (c, (_, off)) in self.cols.iter_mut().zip(&self.layout.fields) {
             c.push(r.fields, *off);
         }
+        self.ts.len() >= self.cap
+    }
+
+    /// Add rows `from..` of a run (its fields are the layout's, in
+    /// order), as many as fit; returns how many were taken. The batch is
+    /// full when that is fewer than offered.
+    pub fn push_run(&mut self, r: &RunSlice<'_>, from: usize) -> usize {
+        let n = (r.len() - from).min(self.cap - self.ts.len());
+        let id = r.device.0;
+        self.device_ids.extend(std::iter::repeat_n(id, n));
+        if let Some(d) = &self.layout.devices {
+            self.device_keys
+                .extend(std::iter::repeat_n(d.key_of(id), n));
+        }
+        self.ts.extend_from_slice(&r.ts[from..from + n]);
+        for ((c, (f, _)), vals) in self.cols.iter_mut().zip(&self.layout.fields).zip(r.fields) {
+            let w = f.ty.width();
+            c.extend(&vals[from * w..(from + n) * w]);
+        }
+        n
+    }
+
+    /// Is the batch at its row cap?
+    pub fn is_full(&self) -> bool {
         self.ts.len() >= self.cap
     }
 

@@ -4,6 +4,7 @@ use super::agg::{Aggregator, GroupBy};
 use super::columns::{DeviceDict, RowBatcher, RowLayout};
 use super::plan::{Devices, Kind, Plan};
 use crate::error::{Error, Result};
+use crate::read::columns::Piece;
 use crate::read::{Order, RowView};
 use crate::Store;
 use arrow_array::RecordBatch;
@@ -137,17 +138,32 @@ impl Prepared {
                 let mut batcher = RowBatcher::new(layout, plan.batch_rows);
                 let limit = plan.limit.unwrap_or(u64::MAX);
                 let mut n = 0u64;
-                read_rows(store, &plan, &mut |r| {
-                    n += 1;
-                    if batcher.push(&r) {
-                        if let Some(b) = batcher.take() {
-                            if let Err(e) = limited(b) {
-                                failed = Some(e);
+                let mut emit = |batcher: &mut RowBatcher| -> bool {
+                    match batcher.take().map(&mut limited) {
+                        Some(Err(e)) => {
+                            failed = Some(e);
+                            false
+                        }
+                        _ => true,
+                    }
+                };
+                read_pieces(store, &plan, &mut |p| match p {
+                    Piece::Row(r) => {
+                        n += 1;
+                        (!batcher.push(&r) || emit(&mut batcher)) && n < limit
+                    }
+                    Piece::Run(r) => {
+                        let mut at = 0;
+                        while at < r.len() && n < limit {
+                            let k = batcher.push_run(&r, at);
+                            at += k;
+                            n += k as u64;
+                            if batcher.is_full() && !emit(&mut batcher) {
                                 return false;
                             }
                         }
+                        n < limit
                     }
-                    n < limit
                 })?;
                 if let Some(e) = failed.take() {
                     return Err(e);
@@ -178,6 +194,53 @@ impl Prepared {
         stats.rows_read = rows_read;
         Ok(stats)
     }
+}
+
+/// Visit the plan's rows as a batch read ([`Store::scan_pieces`]: runs
+/// of the plan's fields as columns where a region allows) until `visit`
+/// says stop. `latest` and oldest-first ranges are read row by row.
+fn read_pieces(
+    store: &Store,
+    plan: &Plan,
+    visit: &mut dyn FnMut(Piece<'_>) -> bool,
+) -> Result<()> {
+    let newest_first = plan.kind == Kind::Scan || plan.order == Order::NewestFirst;
+    if plan.kind == Kind::Latest || !newest_first {
+        return read_rows(store, plan, &mut |r| visit(Piece::Row(r)));
+    }
+    let Some((from, to)) = plan.inclusive_window() else {
+        return Ok(());
+    };
+    let table = plan.schema.name.as_str();
+    let fields = &plan.fields;
+    match &plan.devices {
+        Devices::Some(ids) if ids.len() <= PER_DEVICE_SEEKS_MAX => {
+            let mut more = true;
+            for &id in ids {
+                store.scan_pieces(table, Some(id), from, to, fields, |p| {
+                    more = visit(p);
+                    more
+                })?;
+                if !more {
+                    break;
+                }
+            }
+        }
+        Devices::Some(ids) => {
+            let set: HashSet<u64> = ids.iter().copied().collect();
+            store.scan_pieces(table, None, from, to, fields, |p| {
+                let device = match &p {
+                    Piece::Row(r) => r.device,
+                    Piece::Run(r) => r.device,
+                };
+                !set.contains(&device.0) || visit(p)
+            })?;
+        }
+        Devices::All => {
+            store.scan_pieces(table, None, from, to, fields, visit)?;
+        }
+    }
+    Ok(())
 }
 
 /// Visit the plan's rows (before aggregation) until `visit` says stop.

@@ -2,6 +2,7 @@
 //! apply visibility — newest version first, point and range tombstones,
 //! TTL, version limits and a timestamp window.
 
+pub mod columns;
 pub mod prefetch;
 pub mod source;
 

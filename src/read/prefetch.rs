@@ -4,6 +4,7 @@
 //! full queue drops requests, an error is left for the scan to meet when it
 //! reads that block itself (the cache deduplicates in-flight loads).
 
+use crate::hfile::columns::FieldSlot;
 use crate::hfile::HFileReader;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -14,8 +15,9 @@ pub const PREFETCH_BLOCKS_AHEAD: usize = 8;
 /// Requests queued at most.
 const QUEUE_REQUESTS_MAX: usize = 256;
 
-/// One block to load: the file and the block's index.
-type Request = (Arc<HFileReader>, usize);
+/// One block to load: the file, the block's index, and the fields to
+/// decode as columns (`None`: the block's cells).
+type Request = (Arc<HFileReader>, usize, Option<Arc<[FieldSlot]>>);
 
 /// Handle to the read-ahead workers; [`Prefetcher::stop`] ends and joins
 /// them (the store does so when it closes, so no worker still holds one
@@ -35,8 +37,11 @@ impl Prefetcher {
             let h = std::thread::Builder::new()
                 .name(format!("telestore-readahead-{i}"))
                 .spawn(move || {
-                    while let Ok((file, block)) = rx.recv() {
-                        let _ = file.block(block);
+                    while let Ok((file, block, slots)) = rx.recv() {
+                        let _ = match slots {
+                            None => file.block(block).map(drop),
+                            Some(s) => file.block_columns(block, &s).map(drop),
+                        };
                     }
                 })?;
             handles.push(h);
@@ -57,11 +62,12 @@ impl Prefetcher {
         }
     }
 
-    /// Ask for `block` of `file` to be loaded into the cache.
-    pub fn request(&self, file: &Arc<HFileReader>, block: usize) {
+    /// Ask for `block` of `file` to be loaded into the cache: its cells,
+    /// or (with `slots`) its keys and those fields as columns.
+    pub fn request(&self, file: &Arc<HFileReader>, block: usize, slots: Option<&Arc<[FieldSlot]>>) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = tx.as_ref() {
-            match tx.try_send((file.clone(), block)) {
+            match tx.try_send((file.clone(), block, slots.cloned())) {
                 Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
             }
         }

@@ -241,7 +241,7 @@ impl FileSource {
             if e.first_key > self.hi {
                 break;
             }
-            p.request(&self.file, j);
+            p.request(&self.file, j, None);
             self.prefetched_to = j + 1;
         }
     }

@@ -1,0 +1,244 @@
+//! Batch reads: a region whose only source in the read's range is one
+//! columnar HFile (the state after a compaction, with nothing newer in
+//! the memstores and no range tombstone) is read as columns. Each block's
+//! keys choose the visible rows (the same rules as [`super::merge_visible`]:
+//! window, TTL, point tombstones, versions), and the chosen rows leave as
+//! slices of the decoded columns, one device run at a time, never as
+//! row-major cells. Only the fields asked for are decoded.
+
+use super::prefetch::{Prefetcher, PREFETCH_BLOCKS_AHEAD};
+use super::{RowView, Visibility};
+use crate::error::Result;
+use crate::hfile::columnar::RUN_KEY_LEN;
+use crate::hfile::columns::{BlockKeys, FieldSlot, KeyRun};
+use crate::hfile::reader::BlockColumns;
+use crate::hfile::HFileReader;
+use crate::key::{ts_of, DeviceId, RowKey};
+use std::sync::Arc;
+
+/// Consecutive visible rows of one device, as columns.
+pub struct RunSlice<'a> {
+    pub device: DeviceId,
+    /// Timestamps (ms), newest first.
+    pub ts: &'a [i64],
+    /// The asked fields' little-endian values for these rows, in the
+    /// order asked.
+    pub fields: &'a [&'a [u8]],
+}
+
+impl RunSlice<'_> {
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+}
+
+/// What a batch read hands over, in key order: a row (from the merging
+/// read, with all its field bytes) or a run of rows as columns (with the
+/// asked fields only).
+pub enum Piece<'a> {
+    Row(RowView<'a>),
+    Run(RunSlice<'a>),
+}
+
+/// Where the merge rules stand between rows: the current key, and
+/// whether its older versions are hidden.
+#[derive(Default)]
+struct KeyState {
+    cur: Option<(DeviceId, i64)>,
+    dead: bool,
+    emitted: u32,
+}
+
+/// The bounds of one scan over a file.
+struct Bounds<'a> {
+    lo: &'a RowKey,
+    hi: &'a RowKey,
+    /// Newest and oldest visible timestamps (window and TTL).
+    ts_max: i64,
+    ts_min: i64,
+    versions: u32,
+    /// Bytes per value of each asked field.
+    widths: Vec<usize>,
+}
+
+impl Bounds<'_> {
+    /// The timestamps of `run` inside the read's keys and window.
+    fn of_run(&self, run: &KeyRun) -> (i64, i64) {
+        let mut newest = self.ts_max;
+        let mut oldest = self.ts_min;
+        if run.prefix[..] == self.lo[..RUN_KEY_LEN] {
+            newest = newest.min(ts_of(self.lo));
+        }
+        if run.prefix[..] == self.hi[..RUN_KEY_LEN] {
+            oldest = oldest.max(ts_of(self.hi));
+        }
+        (newest, oldest)
+    }
+}
+
+/// Read `[lo, hi]` of `file` as columns of `slots` and hand each run of
+/// visible rows to `visit` until it returns false. The caller checked
+/// that the file is the range's only source, that no range tombstone
+/// applies and that every cell of the file is in the read's snapshot.
+/// Returns the rows handed over.
+pub fn scan_file(
+    file: &Arc<HFileReader>,
+    lo: &RowKey,
+    hi: &RowKey,
+    vis: &Visibility,
+    slots: &Arc<[FieldSlot]>,
+    prefetch: Option<&Prefetcher>,
+    visit: &mut dyn FnMut(Piece<'_>) -> bool,
+) -> Result<u64> {
+    debug_assert!(vis.tombstones.is_empty() && file.info().max_seq <= vis.read_seq);
+    let b = Bounds {
+        lo,
+        hi,
+        ts_max: vis.to,
+        ts_min: vis.ttl_cutoff.map_or(vis.from, |c| c.max(vis.from)),
+        versions: vis.versions.max(1),
+        widths: slots.iter().map(|s| s.width).collect(),
+    };
+    let idx = file.index();
+    let mut i = file.seek_block(lo);
+    let mut requested = i + 1;
+    let mut state = KeyState::default();
+    let mut n = 0u64;
+    while i < idx.len() && idx[i].first_key <= *hi {
+        if let Some(p) = prefetch {
+            let end = (i + 1 + PREFETCH_BLOCKS_AHEAD).min(idx.len());
+            while requested.max(i + 1) < end && idx[requested.max(i + 1)].first_key <= *hi {
+                requested = requested.max(i + 1);
+                p.request(file, requested, Some(slots));
+                requested += 1;
+            }
+        }
+        let cols = file.block_columns(i, slots)?;
+        match visit_block(&cols, &b, &mut state, &mut n, visit) {
+            Flow::Next => i += 1,
+            Flow::Stop => break,
+        }
+    }
+    Ok(n)
+}
+
+enum Flow {
+    Next,
+    Stop,
+}
+
+/// Hand over the visible rows of one block; `Stop` when the read is past
+/// `hi` or the visitor stopped.
+fn visit_block(
+    cols: &BlockColumns,
+    b: &Bounds<'_>,
+    state: &mut KeyState,
+    n: &mut u64,
+    visit: &mut dyn FnMut(Piece<'_>) -> bool,
+) -> Flow {
+    let keys = &cols.keys;
+    let mut slices: Vec<&[u8]> = Vec::with_capacity(cols.fields.len());
+    for run in &keys.runs {
+        if run.prefix[..] < b.lo[..RUN_KEY_LEN] {
+            continue;
+        }
+        if run.prefix[..] > b.hi[..RUN_KEY_LEN] {
+            return Flow::Stop;
+        }
+        let (newest, oldest) = b.of_run(run);
+        let start = run.start as usize;
+        let ts = &keys.ts[start..start + run.len as usize];
+        // Timestamps fall within a run: the window is one slice of it.
+        let from = start + ts.partition_point(|&t| t > newest);
+        let to = start + ts.partition_point(|&t| t >= oldest);
+        for (a, z) in visible_ranges(keys, run.device, from, to, b.versions, state) {
+            slices.clear();
+            slices.extend(cols.fields.iter().zip(&b.widths).map(|(f, w)| &f[a * w..z * w]));
+            *n += (z - a) as u64;
+            let piece = Piece::Run(RunSlice {
+                device: run.device,
+                ts: &keys.ts[a..z],
+                fields: &slices,
+            });
+            if !visit(piece) {
+                return Flow::Stop;
+            }
+        }
+    }
+    Flow::Next
+}
+
+/// The rows of `from..to` (one device, in the window) that are visible:
+/// the newest `versions` of each timestamp, none at or below a point
+/// tombstone of it; as ranges of consecutive rows.
+fn visible_ranges(
+    keys: &BlockKeys,
+    device: DeviceId,
+    from: usize,
+    to: usize,
+    versions: u32,
+    st: &mut KeyState,
+) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for j in from..to {
+        let key = (device, keys.ts[j]);
+        if st.cur != Some(key) {
+            st.cur = Some(key);
+            st.dead = false;
+            st.emitted = 0;
+        }
+        if st.dead {
+            continue;
+        }
+        if !keys.is_put(j) {
+            st.dead = true;
+            continue;
+        }
+        st.emitted += 1;
+        st.dead = st.emitted >= versions;
+        match out.last_mut() {
+            Some(r) if r.1 == j => r.1 = j + 1,
+            _ => out.push((j, j + 1)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(ts: &[i64], kinds: &[u8]) -> BlockKeys {
+        BlockKeys {
+            runs: vec![KeyRun {
+                device: DeviceId(1),
+                prefix: [0; RUN_KEY_LEN],
+                start: 0,
+                len: ts.len() as u32,
+            }],
+            ts: ts.to_vec(),
+            kinds: Some(kinds.to_vec()),
+        }
+    }
+
+    #[test]
+    fn versions_and_point_tombstones_choose_rows_as_the_merge_does() {
+        // ts 50 twice, a tombstone over ts 40's two older puts, ts 30.
+        let k = keys(&[50, 50, 40, 40, 40, 30], &[1, 1, 2, 1, 1, 1]);
+        let ranges = |versions, st: &mut KeyState| visible_ranges(&k, DeviceId(1), 0, 6, versions, st);
+        assert_eq!(ranges(1, &mut KeyState::default()), vec![(0, 1), (5, 6)]);
+        assert_eq!(ranges(2, &mut KeyState::default()), vec![(0, 2), (5, 6)]);
+        // A key continued from the previous block: its newest version
+        // was already handed over there.
+        let mut st = KeyState {
+            cur: Some((DeviceId(1), 50)),
+            dead: true,
+            emitted: 1,
+        };
+        assert_eq!(ranges(1, &mut st), vec![(5, 6)]);
+    }
+}
