@@ -2,7 +2,7 @@
 //! cargo-fuzz targets in `fuzz/` and the seeded smoke tests in
 //! `tests/fuzz_smoke.rs` call exactly these functions.
 
-use crate::hfile::{block, columnar, reader, sections};
+use crate::hfile::{block, columnar, columns, reader, sections};
 use crate::{key, manifest, wal};
 
 /// Row key decoding.
@@ -52,6 +52,29 @@ pub fn hfile_block(data: &[u8]) {
     let width = crate::cell::cell_width(usize::from(*w));
     let _ = block::decode(rest, width);
     let _ = block::decode_heads(rest, width);
+    let _ = block::decode_parts(rest, width, fuzz_want());
+}
+
+/// Keys, seq and two fields (an f64 and an f32 at the start of the
+/// fields): what the column decoders are fuzzed with.
+fn fuzz_want() -> columns::Want<'static> {
+    const SLOTS: [columns::FieldSlot; 2] = [
+        columns::FieldSlot {
+            index: 0,
+            offset: crate::cell::CELL_HEAD_LEN,
+            width: 8,
+        },
+        columns::FieldSlot {
+            index: 1,
+            offset: crate::cell::CELL_HEAD_LEN + 8,
+            width: 4,
+        },
+    ];
+    columns::Want {
+        keys: true,
+        seq: true,
+        fields: &SLOTS,
+    }
 }
 
 /// A columnar block body without the block's checksum in the way: the
@@ -63,6 +86,18 @@ pub fn columnar_block(data: &[u8]) {
     let width = crate::cell::cell_width(usize::from(*w));
     let _ = columnar::decode(body, usize::from(*n) + 1, width);
     let _ = columnar::run_head_cells(body, usize::from(*n) + 1, width);
+    if let Ok(p) = columns::decode_parts(body, usize::from(*n) + 1, width, fuzz_want()) {
+        // Decoded keys must answer lookups without panicking.
+        let cols = columns::BlockColumns {
+            keys: std::sync::Arc::new(p.keys.expect("asked for")),
+            seq: None,
+            fields: Vec::new(),
+        };
+        for i in 0..cols.rows() {
+            let k = cols.key(i);
+            assert!(cols.seek(&k) <= i, "a row's key seeks to it or before");
+        }
+    }
 }
 
 /// An HFile trailer.

@@ -17,8 +17,10 @@ pub const PART_CELLS: Part = 0;
 pub const PART_HEADS: Part = 1;
 /// The block's keys as columns ([`BlockKeys`]).
 pub const PART_KEYS: Part = 2;
+/// The block's sequence numbers as a column.
+pub const PART_SEQ: Part = 3;
 /// Field `i`'s values are part `PART_FIELD_0 + i`.
-pub const PART_FIELD_0: Part = 3;
+pub const PART_FIELD_0: Part = 4;
 
 type Key = (u64, u32, Part);
 
@@ -82,11 +84,7 @@ impl BlockCache {
     pub fn new(capacity_bytes: u64) -> Self {
         let items = (capacity_bytes / (64 * 1024)).max(16) as usize;
         BlockCache {
-            cache: quick_cache::sync::Cache::with_weighter(
-                items,
-                capacity_bytes.max(1),
-                Weighter,
-            ),
+            cache: quick_cache::sync::Cache::with_weighter(items, capacity_bytes.max(1), Weighter),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }

@@ -5,16 +5,16 @@
 //! scan rates.
 
 use anyhow::{bail, Context, Result};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float64Type;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use telestore::query::{Kind, Params, Plan, Prepared};
 use telestore::schema::batch::push_row;
 use telestore::testkit::{readings_schema, Truck, Values, FLEET_T0_MS};
-use arrow_array::cast::AsArray;
-use arrow_array::types::Float64Type;
-use telestore::query::{Kind, Params, Plan, Prepared};
 use telestore::{Durability, Options, Order, Store};
 
 use super::keydesign;

@@ -93,6 +93,9 @@ impl Fleet {
 /// `fresh_rounds` new readings for each: the first read of the newest
 /// file.
 fn latest_after_flush(store: &Store, a: &QueryBenchArgs, fleet: &mut Fleet) -> Result<()> {
+    if a.fresh_flushes == 0 {
+        return Ok(());
+    }
     let mut h = Histogram::<u64>::new(3)?;
     let mut p = Params {
         kind: Kind::Latest,
@@ -240,8 +243,12 @@ pub fn run(a: QueryBenchArgs) -> Result<()> {
     };
     let expect = a.rows_per_device.min(8_640);
     let mut h = Histogram::<u64>::new(3)?;
+    let mut before = store.stats().cache;
     for i in 0..a.ranges + a.devices {
         p.device = Some((mix(i) % a.devices).to_string());
+        if i == a.devices {
+            before = store.stats().cache;
+        }
         let t = Instant::now();
         let n = run_query(&store, &p)?;
         if i >= a.devices {
@@ -250,6 +257,13 @@ pub fn run(a: QueryBenchArgs) -> Result<()> {
         anyhow::ensure!(n == expect, "range returned {n} rows, expected {expect}");
     }
     report(&format!("range (1 day = {expect} rows, warm)"), &h);
+    let after = store.stats().cache;
+    println!(
+        "  block cache during the timed ranges: {} hits, {} misses, {} MB held",
+        after.hits - before.hits,
+        after.misses - before.misses,
+        after.bytes >> 20
+    );
 
     let out = a.dir.join("bench-export.arrow");
     for _ in 0..a.exports {

@@ -210,12 +210,6 @@ pub fn write_hfile(
         }
         return Err(e);
     }
-    let r = HFileReader::open_checked(
-        &dest,
-        file_id,
-        t.schema.fields_width(),
-        Some(t.schema.layout_id()),
-        shared.cache.clone(),
-    )?;
+    let r = HFileReader::open_for_table(&dest, file_id, &t.schema, shared.cache.clone())?;
     Ok(Arc::new(r))
 }

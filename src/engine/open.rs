@@ -362,12 +362,10 @@ fn load_files(
     if removed {
         backend.sync_dir(&tdir)?;
     }
-    let fw = entry.schema.fields_width();
     all.keys()
         .map(|f| {
             let p = table_dir_of(dir, id).join(file_name(*f));
-            let layout = Some(entry.schema.layout_id());
-            let r = HFileReader::open_checked(&p, *f, fw, layout, cache.clone())?;
+            let r = HFileReader::open_for_table(&p, *f, &entry.schema, cache.clone())?;
             Ok((*f, Arc::new(r)))
         })
         .collect()

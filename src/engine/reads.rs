@@ -4,17 +4,17 @@
 
 use super::table::{Region, Table, TableState};
 use super::Store;
+use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
+use crate::hfile::columns::{slots_of, FieldSlot};
 use crate::hfile::writer::KEY_MAX;
-use crate::key::{self, DeviceId, RowKey, KEY_LEN};
-use crate::read::source::{CellSource, FileSource, MemSource};
-use crate::cell::{RangeTombstone, CELL_HEAD_LEN};
-use crate::hfile::columns::FieldSlot;
 use crate::hfile::HFileReader;
+use crate::key::{self, DeviceId, RowKey, KEY_LEN};
 use crate::read::columns::{self, Piece, RunSlice};
+use crate::read::source::{CellSource, FileSource, MemSource};
 use crate::read::{merge_visible, Order, Row, RowView, Visibility};
-use crate::schema::{BlockEncoding, TableSchema};
 use crate::region;
+use crate::schema::BlockEncoding;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -28,6 +28,12 @@ pub struct ReadStats {
     pub files_read: usize,
     pub rows: u64,
 }
+
+/// A read of one region: the region, its snapshot state, the query
+/// clipped to it, the read's sequence number, and a flag to clear to
+/// stop the read.
+type RegionRun<'a> =
+    dyn FnMut(&Region, TableState, &Query, u64, &mut bool) -> Result<ReadStats> + 'a;
 
 /// Which cells a read wants.
 #[derive(Clone, Copy)]
@@ -83,12 +89,7 @@ impl Store {
 
     /// Call `each` with every region `q` reaches (in key order, `q`
     /// clipped to it, one snapshot for all) until it clears its `more`.
-    fn each_region(
-        &self,
-        t: &Table,
-        q: &Query,
-        each: &mut dyn FnMut(&Region, TableState, &Query, u64, &mut bool) -> Result<ReadStats>,
-    ) -> Result<ReadStats> {
+    fn each_region(&self, t: &Table, q: &Query, each: &mut RegionRun<'_>) -> Result<ReadStats> {
         // Every write acknowledged before this point is applied before the
         // regions are listed (a split meanwhile moves pending writes to
         // the daughters, not to the parents a read would have listed).
@@ -387,7 +388,7 @@ impl Store {
                 format!("from {from} > to {to}"),
             ));
         }
-        let slots = field_slots(&t.schema, fields)?;
+        let slots = slots_of(&t.schema, fields)?;
         match device {
             Some(d) => {
                 let q = Self::device_query(d, from, to);
@@ -396,23 +397,6 @@ impl Store {
             None => parallel::scan(self, &t, &whole_table(from, to), Some(slots), visit),
         }
     }
-}
-
-/// Where each of `fields` sits in a cell of `schema`.
-fn field_slots(schema: &TableSchema, fields: &[usize]) -> Result<Arc<[FieldSlot]>> {
-    fields
-        .iter()
-        .map(|&index| {
-            let f = schema.fields.get(index).ok_or_else(|| {
-                Error::invalid("fields", format!("no field {index} in {}", schema.name))
-            })?;
-            Ok(FieldSlot {
-                index,
-                offset: CELL_HEAD_LEN + schema.field_offset(index),
-                width: f.ty.width(),
-            })
-        })
-        .collect()
 }
 
 /// Every key, over `[from, to]`.
@@ -461,7 +445,11 @@ fn only_columnar_source(st: &TableState, q: &Query, read_seq: u64) -> Option<Arc
             return None;
         }
     }
-    if st.files.iter().any(|f| f.range_tombstones().iter().any(applies)) {
+    if st
+        .files
+        .iter()
+        .any(|f| f.range_tombstones().iter().any(applies))
+    {
         return None;
     }
     let mut read = st.files.iter().filter(|f| wants_file(f, q));

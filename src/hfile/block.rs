@@ -14,7 +14,7 @@
 
 pub use super::columnar::BLOCK_KIND_COLUMNAR;
 use super::columnar::{self, ColumnarConfig};
-use super::columns::{self, BlockParts, FieldSlot};
+use super::columns::{self, BlockParts, Want};
 use crate::cell::{CellKind, CELL_HEAD_LEN};
 use crate::error::{Error, Result};
 use crate::schema::{Compression, FieldType};
@@ -195,19 +195,17 @@ pub fn decode_heads(
     Ok(heads)
 }
 
-/// Verify a block and decode its keys (when `keys`) and the fields in
-/// `slots` as columns ([`columns::decode_parts`]); a row-major block is
+/// Verify a block and decode the parts `want` names as columns ([`columns::decode_parts`]); a row-major block is
 /// decompressed and its columns gathered. Never panics on any input.
 pub fn decode_parts(
     b: &[u8],
     cell_width: usize,
-    keys: bool,
-    slots: &[FieldSlot],
+    want: Want<'_>,
 ) -> std::result::Result<BlockParts, BlockError> {
     let (h, body) = verified(b)?;
     if h.kind != BLOCK_KIND_COLUMNAR {
         let cells = cells_of(&h, body, cell_width).map_err(BlockError::Other)?;
-        return columns::parts_of_cells(&cells, cell_width, keys, slots).map_err(BlockError::Other);
+        return columns::parts_of_cells(&cells, cell_width, want).map_err(BlockError::Other);
     }
     let n = h.cells as usize;
     if h.codec != 0 || h.raw_len as usize != n * cell_width {
@@ -216,7 +214,7 @@ pub fn decode_parts(
             "columnar block header disagrees with its cells",
         )));
     }
-    columns::decode_parts(body, n, cell_width, keys, slots).map_err(BlockError::Other)
+    columns::decode_parts(body, n, cell_width, want).map_err(BlockError::Other)
 }
 
 /// Verify and decompress a whole block (`b` = header + body) into cells of

@@ -8,12 +8,14 @@
 
 use super::columnar::{
     gather, run_count, take_chunk, take_prologue, values, KIND_OFFSET, RUN_KEY_LEN, RUN_LEN,
+    SEQ_OFFSET,
 };
 use crate::cell::{CellKind, CELL_HEAD_LEN};
 use crate::error::{Error, Result};
-use crate::key::{unreverse_ts, DeviceId, KEY_LEN};
-use crate::schema::FieldType;
+use crate::key::{reverse_ts, ts_of, unreverse_ts, DeviceId, RowKey, KEY_LEN};
+use crate::schema::{FieldType, TableSchema};
 use crate::util::bin::BinReader;
+use std::sync::Arc;
 
 /// Where one field sits in a cell, and its index among the table's fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +25,24 @@ pub struct FieldSlot {
     /// Byte offset in the cell (after the cell head).
     pub offset: usize,
     pub width: usize,
+}
+
+/// Where each of `fields` (indexes into the table's fields) sits in a
+/// cell of `schema`.
+pub fn slots_of(schema: &TableSchema, fields: &[usize]) -> Result<Arc<[FieldSlot]>> {
+    fields
+        .iter()
+        .map(|&index| {
+            let f = schema.fields.get(index).ok_or_else(|| {
+                Error::invalid("fields", format!("no field {index} in {}", schema.name))
+            })?;
+            Ok(FieldSlot {
+                index,
+                offset: CELL_HEAD_LEN + schema.field_offset(index),
+                width: f.ty.width(),
+            })
+        })
+        .collect()
 }
 
 /// Cells of one device in a block (a run of the same 10-byte key prefix).
@@ -63,11 +83,95 @@ impl BlockKeys {
     }
 }
 
-/// What [`decode_parts`] returns: the keys if asked for, and the asked
-/// fields' values (`cells × width` bytes each) in the order asked.
+/// A block as columns, as the block cache holds it
+/// ([`crate::hfile::HFileReader::block_columns`]).
+pub struct BlockColumns {
+    pub keys: Arc<BlockKeys>,
+    /// Sequence numbers, when asked for.
+    pub seq: Option<Arc<Vec<u8>>>,
+    /// The asked fields' little-endian values, in the order asked.
+    pub fields: Vec<Arc<Vec<u8>>>,
+}
+
+impl BlockColumns {
+    pub fn rows(&self) -> usize {
+        self.keys.ts.len()
+    }
+
+    /// The run holding row `i`.
+    fn run_of(&self, i: usize) -> &KeyRun {
+        let runs = &self.keys.runs;
+        &runs[runs.partition_point(|r| (r.start as usize) <= i) - 1]
+    }
+
+    /// The key of row `i`.
+    pub fn key(&self, i: usize) -> RowKey {
+        let mut k = [0u8; KEY_LEN];
+        k[..RUN_KEY_LEN].copy_from_slice(&self.run_of(i).prefix);
+        k[RUN_KEY_LEN..].copy_from_slice(&reverse_ts(self.keys.ts[i]).to_be_bytes());
+        k
+    }
+
+    /// The first row whose key is `>= key`.
+    pub fn seek(&self, key: &RowKey) -> usize {
+        let runs = &self.keys.runs;
+        let r = runs.partition_point(|r| r.prefix[..] < key[..RUN_KEY_LEN]);
+        let Some(run) = runs.get(r) else {
+            return self.rows();
+        };
+        if run.prefix[..] != key[..RUN_KEY_LEN] {
+            return run.start as usize;
+        }
+        let (start, end) = (run.start as usize, (run.start + run.len) as usize);
+        let ts = ts_of(key);
+        start + self.keys.ts[start..end].partition_point(|&t| t > ts)
+    }
+
+    /// Append rows `rows` as row-major cells of `width` bytes (the fields
+    /// must be all the table's, in order, and `seq` present).
+    pub fn write_cells(&self, rows: std::ops::Range<usize>, width: usize, out: &mut Vec<u8>) {
+        let seq = self.seq.as_ref().expect("cells need sequence numbers");
+        let widths: Vec<usize> = self.fields.iter().map(|f| f.len() / self.rows()).collect();
+        debug_assert_eq!(CELL_HEAD_LEN + widths.iter().sum::<usize>(), width);
+        out.reserve(rows.len() * width);
+        let mut run = self.run_of(rows.start);
+        for i in rows {
+            if i >= (run.start + run.len) as usize {
+                run = self.run_of(i);
+            }
+            out.extend_from_slice(&run.prefix);
+            out.extend_from_slice(&reverse_ts(self.keys.ts[i]).to_be_bytes());
+            out.extend_from_slice(&seq[i * 8..i * 8 + 8]);
+            out.push(
+                self.keys
+                    .kinds
+                    .as_ref()
+                    .map_or(CellKind::Put as u8, |k| k[i]),
+            );
+            for (f, &w) in self.fields.iter().zip(&widths) {
+                out.extend_from_slice(&f[i * w..(i + 1) * w]);
+            }
+        }
+    }
+}
+
+/// Which parts of a block to decode.
+#[derive(Clone, Copy, Debug)]
+pub struct Want<'a> {
+    pub keys: bool,
+    /// Sequence numbers (only merging reads need them).
+    pub seq: bool,
+    pub fields: &'a [FieldSlot],
+}
+
+/// What [`decode_parts`] returns: the keys and sequence numbers if asked
+/// for, and the asked fields' values (`cells × width` bytes each) in the
+/// order asked.
 #[derive(Debug, Default)]
 pub struct BlockParts {
     pub keys: Option<BlockKeys>,
+    /// Every row's sequence number, little-endian u64s.
+    pub seq: Option<Vec<u8>>,
     pub fields: Vec<Vec<u8>>,
 }
 
@@ -92,25 +196,32 @@ fn skip_chunk(r: &mut BinReader<'_>, inner_max: usize) -> Result<()> {
 
 /// Decode the keys (when `keys`) and the fields in `slots` of a columnar
 /// body of `cells` cells of `width` bytes. Never panics on any input.
-pub fn decode_parts(
-    body: &[u8],
-    cells: usize,
-    width: usize,
-    keys: bool,
-    slots: &[FieldSlot],
-) -> Result<BlockParts> {
+pub fn decode_parts(body: &[u8], cells: usize, width: usize, want: Want<'_>) -> Result<BlockParts> {
+    let slots = want.fields;
     let mut r = BinReader::new(body, "columnar block");
     let p = take_prologue(&mut r, cells, width)?;
     let runs = p.runs.len() / RUN_LEN;
     let mut out = BlockParts::default();
-    if keys {
-        let deltas = values(take_chunk(&mut r, (cells - runs) * 8)?, FieldType::I64, cells - runs)?;
-        skip_chunk(&mut r, cells * 8)?;
+    let deltas = match want.keys {
+        true => Some(values(
+            take_chunk(&mut r, (cells - runs) * 8)?,
+            FieldType::I64,
+            cells - runs,
+        )?),
+        false => skip_chunk(&mut r, (cells - runs) * 8).map(|()| None)?,
+    };
+    out.seq = match want.seq {
+        true => Some(values(
+            take_chunk(&mut r, cells * 8)?,
+            FieldType::U64,
+            cells,
+        )?),
+        false => skip_chunk(&mut r, cells * 8).map(|()| None)?,
+    };
+    if let Some(deltas) = deltas {
         let kinds = values(take_chunk(&mut r, cells)?, FieldType::Bool, cells)?;
         out.keys = Some(keys_of_runs(&p.runs, &deltas, kinds)?);
     } else {
-        skip_chunk(&mut r, (cells - runs) * 8)?;
-        skip_chunk(&mut r, cells * 8)?;
         skip_chunk(&mut r, cells)?;
     }
     let mut found: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
@@ -206,14 +317,12 @@ fn checked_kinds(kinds: Vec<u8>) -> Result<Option<Vec<u8>>> {
 
 /// The same parts from row-major cells (already verified: in order,
 /// known kinds).
-pub fn parts_of_cells(
-    cells: &[u8],
-    width: usize,
-    keys: bool,
-    slots: &[FieldSlot],
-) -> Result<BlockParts> {
-    let mut out = BlockParts::default();
-    if keys {
+pub fn parts_of_cells(cells: &[u8], width: usize, want: Want<'_>) -> Result<BlockParts> {
+    let mut out = BlockParts {
+        seq: want.seq.then(|| gather(cells, width, SEQ_OFFSET, 8)),
+        ..BlockParts::default()
+    };
+    if want.keys {
         let mut runs: Vec<KeyRun> = Vec::new();
         let mut ts = Vec::with_capacity(cells.len() / width);
         for (i, c) in cells.chunks_exact(width).enumerate() {
@@ -236,7 +345,7 @@ pub fn parts_of_cells(
             kinds: checked_kinds(gather(cells, width, KIND_OFFSET, 1))?,
         });
     }
-    for s in slots {
+    for s in want.fields {
         if s.offset < CELL_HEAD_LEN || s.offset + s.width > width {
             return Err(bad(format!("field {} outside the cell", s.index)));
         }
@@ -270,6 +379,22 @@ mod tests {
                 s
             })
             .collect()
+    }
+
+    fn every(fields: &[FieldSlot]) -> Want<'_> {
+        Want {
+            keys: true,
+            seq: true,
+            fields,
+        }
+    }
+
+    fn fields_only(fields: &[FieldSlot]) -> Want<'_> {
+        Want {
+            keys: false,
+            seq: false,
+            fields,
+        }
     }
 
     /// Cells of three devices, one with a duplicate key and a delete.
@@ -310,9 +435,15 @@ mod tests {
         let mut body = Vec::new();
         encode(&cells, width, &TYPES, cfg, &mut body).unwrap();
         let all = slots();
-        let want = parts_of_cells(&cells, width, true, &all).unwrap();
-        let got = decode_parts(&body, n, width, true, &all).unwrap();
+        let every = Want {
+            keys: true,
+            seq: true,
+            fields: &all,
+        };
+        let want = parts_of_cells(&cells, width, every).unwrap();
+        let got = decode_parts(&body, n, width, every).unwrap();
         assert_eq!(got.keys, want.keys);
+        assert_eq!(got.seq, want.seq);
         assert_eq!(got.fields, want.fields);
         let keys = got.keys.unwrap();
         assert_eq!(keys.runs.len(), 3);
@@ -320,8 +451,8 @@ mod tests {
         assert!(keys.kinds.is_some(), "a delete is kept");
         // One field, in any order, and duplicates, without the keys.
         let some = [all[2], all[0], all[2]];
-        let got = decode_parts(&body, n, width, false, &some).unwrap();
-        assert!(got.keys.is_none());
+        let got = decode_parts(&body, n, width, fields_only(&some)).unwrap();
+        assert!(got.keys.is_none() && got.seq.is_none());
         assert_eq!(
             got.fields,
             vec![
@@ -344,23 +475,23 @@ mod tests {
         encode(&cells, width, &TYPES, cfg, &mut body).unwrap();
         let all = slots();
         for cut in [0, 1, 7, body.len() / 2, body.len() - 1] {
-            assert!(decode_parts(&body[..cut], n, width, true, &all).is_err());
+            assert!(decode_parts(&body[..cut], n, width, every(&all)).is_err());
         }
         for i in 0..body.len() {
             let mut b = body.clone();
             b[i] ^= 0x5a;
             // Never a panic; a flip may still decode (the block CRC is
             // what catches it).
-            let _ = decode_parts(&b, n, width, true, &all);
+            let _ = decode_parts(&b, n, width, every(&all));
         }
         let mut wrong = all[1];
         wrong.width = 8;
-        assert!(decode_parts(&body, n, width, false, &[wrong]).is_err());
+        assert!(decode_parts(&body, n, width, fields_only(&[wrong])).is_err());
         let missing = FieldSlot {
             index: 5,
             offset: CELL_HEAD_LEN,
             width: 8,
         };
-        assert!(decode_parts(&body, n, width, false, &[missing]).is_err());
+        assert!(decode_parts(&body, n, width, fields_only(&[missing])).is_err());
     }
 }

@@ -2,17 +2,18 @@
 //! verified), serves data blocks through the block cache with `pread`.
 
 use super::block::{self, BlockError};
-use super::columns::BlockParts;
 use super::bloom::Bloom;
+use super::columns::slots_of;
+use super::columns::BlockParts;
+use super::columns::{BlockColumns, FieldSlot, Want};
 use super::sections::{
     decode_index, decode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer, TRAILER_LEN,
 };
-use super::columns::{BlockKeys, FieldSlot};
-use crate::cache::{BlockCache, Entry, Part, PART_FIELD_0, PART_HEADS, PART_KEYS};
+use crate::cache::{BlockCache, Entry, Part, PART_FIELD_0, PART_HEADS, PART_KEYS, PART_SEQ};
 use crate::cell::{self, RangeTombstone};
 use crate::error::{Error, Result};
 use crate::key::{DeviceId, RowKey};
-use crate::schema::BlockEncoding;
+use crate::schema::{BlockEncoding, TableSchema};
 use crate::util::bin::crc;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,10 @@ pub struct HFileReader {
     tombstones: Vec<RangeTombstone>,
     cell_width: usize,
     cache: Arc<BlockCache>,
+    /// Every field of the table, when the file was opened for one
+    /// ([`HFileReader::open_for_table`]): merging reads of a columnar
+    /// file then use the blocks' cached columns instead of caching cells.
+    table_fields: Option<Arc<[FieldSlot]>>,
 }
 
 impl std::fmt::Debug for HFileReader {
@@ -186,7 +191,34 @@ impl HFileReader {
             tombstones: p.tombstones,
             cell_width: cell::cell_width(fields_width),
             cache,
+            table_fields: None,
         })
+    }
+
+    /// [`HFileReader::open_checked`] with the layout of `schema`, whose
+    /// fields the reader then knows.
+    pub fn open_for_table(
+        path: &Path,
+        file_id: u64,
+        schema: &TableSchema,
+        cache: Arc<BlockCache>,
+    ) -> Result<Self> {
+        let fw = schema.fields_width();
+        let mut r = Self::open_checked(path, file_id, fw, Some(schema.layout_id()), cache)?;
+        r.table_fields = Some(slots_of(
+            schema,
+            &(0..schema.fields.len()).collect::<Vec<_>>(),
+        )?);
+        Ok(r)
+    }
+
+    /// Every field of the table, when this is a columnar file opened for
+    /// a table: its merging reads go through cached columns.
+    pub fn columnar_fields(&self) -> Option<&Arc<[FieldSlot]>> {
+        match self.info.encoding {
+            BlockEncoding::Columnar => self.table_fields.as_ref(),
+            BlockEncoding::Rows => None,
+        }
     }
 
     pub fn info(&self) -> &FileInfo {
@@ -252,8 +284,8 @@ impl HFileReader {
     pub fn block_heads(&self, i: usize) -> Result<Option<Arc<Vec<u8>>>> {
         // A rows file has no columnar blocks (version 1) or only those a
         // test mixed in: reading its block twice would cost a rows read.
-        if self.info.encoding == BlockEncoding::Rows || self.cache.contains(self.file_id, i as u32)
-        {
+        let cached = self.cache.contains(self.file_id, i as u32) || self.keys_cached(i);
+        if self.info.encoding == BlockEncoding::Rows || cached {
             return Ok(None);
         }
         let h = self
@@ -278,61 +310,98 @@ impl HFileReader {
         if let Some(h) = heads {
             return Ok(h);
         }
+        if let Some(all) = self.columnar_fields() {
+            let want = Want {
+                keys: true,
+                seq: true,
+                fields: all,
+            };
+            let parts = block::decode_parts(&b, self.cell_width, want)
+                .map_err(|err| at(block_error(err)))?;
+            self.cache_parts(i as u32, all, parts);
+            return Ok(Vec::new());
+        }
         let cells = check_block(&e, &b, self.cell_width).map_err(at)?;
         self.cache.insert(self.file_id, i as u32, cells);
         Ok(Vec::new())
     }
 
-    /// Block `i` as columns: its keys and the fields in `slots`, in that
-    /// order (each part cached apart; a miss reads the block once and
-    /// decodes only the parts not cached, skipping the other fields).
-    pub fn block_columns(&self, i: usize, slots: &[FieldSlot]) -> Result<BlockColumns> {
+    /// Block `i` as columns: its keys, its sequence numbers (when `seq`)
+    /// and the fields in `slots`, in that order (each part cached apart;
+    /// a miss reads the block once and decodes only the parts not cached,
+    /// skipping the other fields).
+    pub fn block_columns(&self, i: usize, slots: &[FieldSlot], seq: bool) -> Result<BlockColumns> {
         let block = i as u32;
         let keys = self
             .cache
             .get_or_load_part(self.file_id, block, PART_KEYS, || {
                 // The block is read for its keys: the missing fields come
                 // out of the same read.
-                let want: Vec<FieldSlot> = slots
+                let fields: Vec<FieldSlot> = slots
                     .iter()
                     .filter(|s| !self.cache.contains_part(self.file_id, block, field_part(s)))
                     .copied()
                     .collect();
-                let parts = self.load_parts(i, true, &want)?;
-                self.cache_fields(block, &want, parts.fields);
-                Ok(Entry::Keys(Arc::new(parts.keys.expect("keys asked for"))))
+                let seq = seq && !self.cache.contains_part(self.file_id, block, PART_SEQ);
+                let mut parts = self.load_parts(
+                    i,
+                    Want {
+                        keys: true,
+                        seq,
+                        fields: &fields,
+                    },
+                )?;
+                let keys = parts.keys.take().expect("keys asked for");
+                self.cache_parts(block, &fields, parts);
+                Ok(Entry::Keys(Arc::new(keys)))
             })?
             .keys()
             .expect("the keys part holds keys");
-        let mut fields: Vec<Option<Arc<Vec<u8>>>> = slots
-            .iter()
-            .map(|s| {
-                self.cache
-                    .peek_part(self.file_id, block, field_part(s))
-                    .and_then(Entry::bytes)
-            })
-            .collect();
-        let want: Vec<FieldSlot> = slots
+        let peek = |part| {
+            self.cache
+                .peek_part(self.file_id, block, part)
+                .and_then(Entry::bytes)
+        };
+        let mut seq_col = if seq { peek(PART_SEQ) } else { None };
+        let mut fields: Vec<Option<Arc<Vec<u8>>>> =
+            slots.iter().map(|s| peek(field_part(s))).collect();
+        let missing: Vec<FieldSlot> = slots
             .iter()
             .zip(&fields)
             .filter(|(_, f)| f.is_none())
             .map(|(s, _)| *s)
             .collect();
-        if !want.is_empty() {
-            let parts = self.load_parts(i, false, &want)?;
-            let mut got = parts.fields.into_iter().map(Arc::new);
-            for f in fields.iter_mut().filter(|f| f.is_none()) {
-                *f = got.next();
+        let seq_missing = seq && seq_col.is_none();
+        if !missing.is_empty() || seq_missing {
+            let want = Want {
+                keys: false,
+                seq: seq_missing,
+                fields: &missing,
+            };
+            let parts = self.load_parts(i, want)?;
+            if let Some(s) = parts.seq {
+                let s = Arc::new(s);
+                self.cache
+                    .insert_part(self.file_id, block, PART_SEQ, Entry::Bytes(s.clone()));
+                seq_col = Some(s);
             }
-            for (s, f) in slots.iter().zip(&fields) {
-                if let Some(f) = f {
-                    let e = Entry::Bytes(f.clone());
-                    self.cache.insert_part(self.file_id, block, field_part(s), e);
+            let mut got = parts.fields.into_iter().map(Arc::new);
+            for (s, f) in slots.iter().zip(fields.iter_mut()) {
+                if f.is_none() {
+                    let v = got.next().expect("one column per missing field");
+                    self.cache.insert_part(
+                        self.file_id,
+                        block,
+                        field_part(s),
+                        Entry::Bytes(v.clone()),
+                    );
+                    *f = Some(v);
                 }
             }
         }
         Ok(BlockColumns {
             keys,
+            seq: seq_col,
             fields: fields
                 .into_iter()
                 .map(|f| f.expect("every field decoded"))
@@ -340,22 +409,41 @@ impl HFileReader {
         })
     }
 
-    fn cache_fields(&self, block: u32, slots: &[FieldSlot], fields: Vec<Vec<u8>>) {
-        for (s, f) in slots.iter().zip(fields) {
+    /// Are block `i`'s keys in the cache as columns (counts nothing)?
+    pub fn keys_cached(&self, i: usize) -> bool {
+        self.cache.contains_part(self.file_id, i as u32, PART_KEYS)
+    }
+
+    /// Put decoded parts other than the keys into the cache.
+    fn cache_parts(&self, block: u32, slots: &[FieldSlot], parts: BlockParts) {
+        if let Some(s) = parts.seq {
+            self.cache
+                .insert_part(self.file_id, block, PART_SEQ, Entry::Bytes(Arc::new(s)));
+        }
+        if let Some(k) = parts.keys {
+            self.cache
+                .insert_part(self.file_id, block, PART_KEYS, Entry::Keys(Arc::new(k)));
+        }
+        for (s, f) in slots.iter().zip(parts.fields) {
             let e = Entry::Bytes(Arc::new(f));
-            self.cache.insert_part(self.file_id, block, field_part(s), e);
+            self.cache
+                .insert_part(self.file_id, block, field_part(s), e);
         }
     }
 
-    /// Read block `i` and decode its keys (when `keys`) and `slots`.
-    fn load_parts(&self, i: usize, keys: bool, slots: &[FieldSlot]) -> Result<BlockParts> {
+    /// Read block `i` and decode the parts `want` names.
+    fn load_parts(&self, i: usize, want: Want<'_>) -> Result<BlockParts> {
         let e = self.index[i];
         let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
         let at = |err: Error| err.at(&self.path, e.offset);
         check_index_crc(&e, &b).map_err(at)?;
-        let parts = block::decode_parts(&b, self.cell_width, keys, slots)
-            .map_err(|err| at(block_error(err)))?;
-        if parts.keys.as_ref().is_some_and(|k| k.ts.len() != e.cells as usize) {
+        let parts =
+            block::decode_parts(&b, self.cell_width, want).map_err(|err| at(block_error(err)))?;
+        if parts
+            .keys
+            .as_ref()
+            .is_some_and(|k| k.ts.len() != e.cells as usize)
+        {
             return Err(at(Error::decode(
                 "block",
                 "cell count disagrees with the index",
@@ -384,13 +472,6 @@ fn field_part(s: &FieldSlot) -> Part {
         .ok()
         .and_then(|i| i.checked_add(PART_FIELD_0))
         .expect("a table has far fewer fields than cache parts")
-}
-
-/// A block as columns ([`HFileReader::block_columns`]).
-pub struct BlockColumns {
-    pub keys: Arc<BlockKeys>,
-    /// The asked fields' little-endian values, in the order asked.
-    pub fields: Vec<Arc<Vec<u8>>>,
 }
 
 fn read_exact(f: &std::fs::File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {

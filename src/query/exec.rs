@@ -199,11 +199,7 @@ impl Prepared {
 /// Visit the plan's rows as a batch read ([`Store::scan_pieces`]: runs
 /// of the plan's fields as columns where a region allows) until `visit`
 /// says stop. `latest` and oldest-first ranges are read row by row.
-fn read_pieces(
-    store: &Store,
-    plan: &Plan,
-    visit: &mut dyn FnMut(Piece<'_>) -> bool,
-) -> Result<()> {
+fn read_pieces(store: &Store, plan: &Plan, visit: &mut dyn FnMut(Piece<'_>) -> bool) -> Result<()> {
     let newest_first = plan.kind == Kind::Scan || plan.order == Order::NewestFirst;
     if plan.kind == Kind::Latest || !newest_first {
         return read_rows(store, plan, &mut |r| visit(Piece::Row(r)));

@@ -10,8 +10,7 @@ use super::prefetch::{Prefetcher, PREFETCH_BLOCKS_AHEAD};
 use super::{RowView, Visibility};
 use crate::error::Result;
 use crate::hfile::columnar::RUN_KEY_LEN;
-use crate::hfile::columns::{BlockKeys, FieldSlot, KeyRun};
-use crate::hfile::reader::BlockColumns;
+use crate::hfile::columns::{BlockColumns, BlockKeys, FieldSlot, KeyRun};
 use crate::hfile::HFileReader;
 use crate::key::{ts_of, DeviceId, RowKey};
 use std::sync::Arc;
@@ -113,11 +112,14 @@ pub fn scan_file(
             let end = (i + 1 + PREFETCH_BLOCKS_AHEAD).min(idx.len());
             while requested.max(i + 1) < end && idx[requested.max(i + 1)].first_key <= *hi {
                 requested = requested.max(i + 1);
-                p.request(file, requested, Some(slots));
+                // A warm read asks the workers for nothing.
+                if !file.keys_cached(requested) {
+                    p.request(file, requested, Some((slots.clone(), false)));
+                }
                 requested += 1;
             }
         }
-        let cols = file.block_columns(i, slots)?;
+        let cols = file.block_columns(i, slots, false)?;
         match visit_block(&cols, &b, &mut state, &mut n, visit) {
             Flow::Next => i += 1,
             Flow::Stop => break,
@@ -157,7 +159,12 @@ fn visit_block(
         let to = start + ts.partition_point(|&t| t >= oldest);
         for (a, z) in visible_ranges(keys, run.device, from, to, b.versions, state) {
             slices.clear();
-            slices.extend(cols.fields.iter().zip(&b.widths).map(|(f, w)| &f[a * w..z * w]));
+            slices.extend(
+                cols.fields
+                    .iter()
+                    .zip(&b.widths)
+                    .map(|(f, w)| &f[a * w..z * w]),
+            );
             *n += (z - a) as u64;
             let piece = Piece::Run(RunSlice {
                 device: run.device,
@@ -229,7 +236,8 @@ mod tests {
     fn versions_and_point_tombstones_choose_rows_as_the_merge_does() {
         // ts 50 twice, a tombstone over ts 40's two older puts, ts 30.
         let k = keys(&[50, 50, 40, 40, 40, 30], &[1, 1, 2, 1, 1, 1]);
-        let ranges = |versions, st: &mut KeyState| visible_ranges(&k, DeviceId(1), 0, 6, versions, st);
+        let ranges =
+            |versions, st: &mut KeyState| visible_ranges(&k, DeviceId(1), 0, 6, versions, st);
         assert_eq!(ranges(1, &mut KeyState::default()), vec![(0, 1), (5, 6)]);
         assert_eq!(ranges(2, &mut KeyState::default()), vec![(0, 2), (5, 6)]);
         // A key continued from the previous block: its newest version

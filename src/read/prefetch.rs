@@ -17,7 +17,10 @@ const QUEUE_REQUESTS_MAX: usize = 256;
 
 /// One block to load: the file, the block's index, and the fields to
 /// decode as columns (`None`: the block's cells).
-type Request = (Arc<HFileReader>, usize, Option<Arc<[FieldSlot]>>);
+type Request = (Arc<HFileReader>, usize, Option<Columns>);
+
+/// Fields to decode as columns, and whether sequence numbers too.
+pub type Columns = (Arc<[FieldSlot]>, bool);
 
 /// Handle to the read-ahead workers; [`Prefetcher::stop`] ends and joins
 /// them (the store does so when it closes, so no worker still holds one
@@ -40,7 +43,7 @@ impl Prefetcher {
                     while let Ok((file, block, slots)) = rx.recv() {
                         let _ = match slots {
                             None => file.block(block).map(drop),
-                            Some(s) => file.block_columns(block, &s).map(drop),
+                            Some((s, seq)) => file.block_columns(block, &s, seq).map(drop),
                         };
                     }
                 })?;
@@ -63,11 +66,11 @@ impl Prefetcher {
     }
 
     /// Ask for `block` of `file` to be loaded into the cache: its cells,
-    /// or (with `slots`) its keys and those fields as columns.
-    pub fn request(&self, file: &Arc<HFileReader>, block: usize, slots: Option<&Arc<[FieldSlot]>>) {
+    /// or (with `columns`) its keys and those fields as columns.
+    pub fn request(&self, file: &Arc<HFileReader>, block: usize, columns: Option<Columns>) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = tx.as_ref() {
-            match tx.try_send((file.clone(), block, slots.cloned())) {
+            match tx.try_send((file.clone(), block, columns)) {
                 Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
             }
         }

@@ -4,6 +4,7 @@
 use crate::cell::{self, CellRef, CELL_HEAD_LEN};
 use crate::error::Result;
 use crate::hfile::columnar::RUN_KEY_LEN;
+use crate::hfile::columns::BlockColumns;
 use crate::hfile::HFileReader;
 use crate::key::{RowKey, KEY_LEN};
 use crate::memstore::Memstore;
@@ -99,7 +100,16 @@ pub struct FileSource {
     /// ([`HFileReader::block_heads`]); moving past the current cell loads
     /// the whole block.
     heads: bool,
+    /// Block `block_idx` of a columnar file, as the cache holds it:
+    /// `block` is then a window of its rows turned into cells, up to
+    /// row `window_end`.
+    cols: Option<BlockColumns>,
+    window_end: usize,
 }
+
+/// Rows of a columnar block turned into cells at a time: a read that
+/// stops early (a get, `latest`) pays for a few cells, not the block.
+const WINDOW_ROWS: usize = 128;
 
 impl FileSource {
     /// A source over `[lo, hi]`; with `prefetch`, blocks ahead of the
@@ -154,29 +164,64 @@ impl FileSource {
             cache,
             block_inside: false,
             heads: false,
+            cols: None,
+            window_end: 0,
         };
         if heads && s.load_heads(&lo)? {
             return Ok(s);
         }
         s.load()?;
-        if let Some(b) = &s.block {
-            // First cell with key >= lo (binary search over fixed-width cells).
-            let n = b.len() / width;
-            let first = partition(n, |i| {
-                b[i * width..i * width + crate::key::KEY_LEN] < lo[..]
-            });
-            s.pos = first * width;
-            s.check_end()?;
-        }
+        s.seek_in_block(&lo)?;
         Ok(s)
+    }
+
+    /// Move to the first cell with key `>= key` in the loaded block.
+    fn seek_in_block(&mut self, key: &RowKey) -> Result<()> {
+        if let Some(c) = &self.cols {
+            let row = c.seek(key);
+            self.window(row);
+        } else if let Some(b) = &self.block {
+            // Binary search over fixed-width cells.
+            let w = self.width;
+            self.pos = partition(b.len() / w, |i| b[i * w..i * w + KEY_LEN] < key[..]) * w;
+        } else {
+            return Ok(());
+        }
+        self.check_end()
+    }
+
+    /// Turn rows `row..` (at most [`WINDOW_ROWS`]) of the columnar block
+    /// into the cells `block` holds.
+    fn window(&mut self, row: usize) {
+        let Some(c) = &self.cols else { return };
+        let end = (row + WINDOW_ROWS).min(c.rows());
+        // Reuse the last window's buffer when no one else holds it.
+        let mut buf = self
+            .block
+            .take()
+            .and_then(|b| Arc::try_unwrap(b).ok())
+            .unwrap_or_default();
+        buf.clear();
+        c.write_cells(row..end, self.width, &mut buf);
+        self.block = Some(Arc::new(buf));
+        self.pos = 0;
+        self.window_end = end;
     }
 
     fn load(&mut self) -> Result<()> {
         self.block = None;
+        self.cols = None;
         self.pos = 0;
         let idx = self.file.index();
         if self.block_idx < idx.len() && idx[self.block_idx].first_key <= self.hi {
             self.read_ahead();
+            if let Some(all) = self.file.columnar_fields().filter(|_| self.cache) {
+                let c = self.file.block_columns(self.block_idx, all, true)?;
+                self.block_inside = c.rows() > 0 && c.key(c.rows() - 1) <= self.hi;
+                self.cols = Some(c);
+                self.window(0);
+                return Ok(());
+            }
             let b = if self.cache {
                 self.file.block(self.block_idx)?
             } else {
@@ -224,12 +269,8 @@ impl FileSource {
         let mut key = [0u8; KEY_LEN];
         key.copy_from_slice(&h[self.pos..self.pos + KEY_LEN]);
         self.load()?;
-        if let Some(b) = &self.block {
-            let w = self.width;
-            // The head is the first cell of its key in the block.
-            self.pos = partition(b.len() / w, |i| b[i * w..i * w + KEY_LEN] < key[..]) * w;
-        }
-        Ok(())
+        // The head is the first cell of its key in the block.
+        self.seek_in_block(&key)
     }
 
     fn read_ahead(&mut self) {
@@ -241,7 +282,8 @@ impl FileSource {
             if e.first_key > self.hi {
                 break;
             }
-            p.request(&self.file, j, None);
+            let columns = self.file.columnar_fields().map(|all| (all.clone(), true));
+            p.request(&self.file, j, columns);
             self.prefetched_to = j + 1;
         }
     }
@@ -252,10 +294,18 @@ impl FileSource {
         loop {
             let Some(b) = &self.block else { return Ok(()) };
             if self.pos < b.len() {
-                if !self.block_inside && b[self.pos..self.pos + crate::key::KEY_LEN] > self.hi[..] {
+                if !self.block_inside && b[self.pos..self.pos + KEY_LEN] > self.hi[..] {
                     self.block = None;
                 }
                 return Ok(());
+            }
+            if self
+                .cols
+                .as_ref()
+                .is_some_and(|c| self.window_end < c.rows())
+            {
+                self.window(self.window_end);
+                continue;
             }
             self.block_idx += 1;
             self.load()?;
