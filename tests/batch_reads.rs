@@ -301,8 +301,8 @@ fn a_batch_read_decodes_only_the_fields_it_asks_for() {
     store
         .scan_pieces("c", None, i64::MIN, i64::MAX, &[1], |p| {
             if let Piece::Run(r) = p {
-                assert_eq!(r.fields.len(), 1);
-                assert_eq!(r.fields[0].len(), r.len() * 4, "x is an f32");
+                assert_eq!(r.field_count(), 1);
+                assert_eq!(r.field(0).len(), r.len() * 4, "x is an f32");
                 n += r.len();
             }
             true

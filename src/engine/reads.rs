@@ -6,7 +6,7 @@ use super::table::{Region, Table, TableState};
 use super::Store;
 use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
-use crate::hfile::columns::{slots_of, FieldSlot};
+use crate::hfile::columns::{slots_of, BlockColumns, FieldSlot};
 use crate::hfile::writer::KEY_MAX;
 use crate::hfile::HFileReader;
 use crate::key::{self, DeviceId, RowKey, KEY_LEN};
@@ -467,6 +467,9 @@ mod parallel {
 
     /// Rows per chunk handed from a worker to the caller.
     const CHUNK_ROWS: usize = 4096;
+    /// Rows per message of runs: they share the cached columns instead of
+    /// copying them, so a region can run further ahead of the caller.
+    const RUN_CHUNK_ROWS: usize = 8 * CHUNK_ROWS;
     /// Chunks buffered per region ahead of the caller.
     const CHUNKS_AHEAD: usize = 2;
 
@@ -479,46 +482,30 @@ mod parallel {
         Done(Result<ReadStats>),
     }
 
-    /// Runs of rows copied out of a batch read: `(device, rows)` per run,
-    /// then every row's timestamp and each asked field's values.
+    /// Runs of a batch read, each holding its block's columns (shared
+    /// with the cache, not copied) and its rows.
     #[derive(Default)]
     struct Runs {
-        runs: Vec<(DeviceId, usize)>,
-        ts: Vec<i64>,
-        fields: Vec<Vec<u8>>,
+        runs: Vec<(DeviceId, BlockColumns, (usize, usize))>,
+        rows: usize,
     }
 
     impl Runs {
         fn push(&mut self, r: &RunSlice<'_>) {
-            self.runs.push((r.device, r.len()));
-            self.ts.extend_from_slice(r.ts);
-            self.fields.resize_with(r.fields.len(), Vec::new);
-            for (out, f) in self.fields.iter_mut().zip(r.fields) {
-                out.extend_from_slice(f);
-            }
+            self.runs.push((r.device, r.block.clone(), r.rows));
+            self.rows += r.len();
         }
 
         /// Hand each run to `visit`; false when it stopped.
-        fn visit(&self, visit: &mut impl FnMut(Piece<'_>) -> bool) -> bool {
-            let mut row = 0;
-            let mut slices: Vec<&[u8]> = Vec::with_capacity(self.fields.len());
-            for &(device, n) in &self.runs {
-                slices.clear();
-                for f in &self.fields {
-                    let w = f.len() / self.ts.len();
-                    slices.push(&f[row * w..(row + n) * w]);
-                }
-                let run = RunSlice {
-                    device,
-                    ts: &self.ts[row..row + n],
-                    fields: &slices,
-                };
-                if !visit(Piece::Run(run)) {
-                    return false;
-                }
-                row += n;
-            }
-            true
+        fn visit(&self, widths: &[usize], visit: &mut impl FnMut(Piece<'_>) -> bool) -> bool {
+            self.runs.iter().all(|(device, block, rows)| {
+                visit(Piece::Run(RunSlice {
+                    device: *device,
+                    block,
+                    rows: *rows,
+                    widths,
+                }))
+            })
         }
     }
 
@@ -569,7 +556,12 @@ mod parallel {
                 });
             }
             let mut total = ReadStats::default();
-            let res = consume(&receivers, fw, &mut visit, &mut total);
+            let widths: Vec<usize> = slots
+                .iter()
+                .flat_map(|s| s.iter())
+                .map(|s| s.width)
+                .collect();
+            let res = consume(&receivers, fw, &widths, &mut visit, &mut total);
             // Stop the workers: every send fails once its receiver is gone.
             next.store(usize::MAX / 2, Ordering::Relaxed);
             drop(receivers);
@@ -605,7 +597,7 @@ mod parallel {
             let mut piece = |p: Piece<'_>| {
                 match p {
                     Piece::Row(v) => {
-                        if !runs.ts.is_empty() {
+                        if runs.rows > 0 {
                             alive &= tx.send(Msg::Runs(std::mem::take(&mut runs))).is_ok();
                         }
                         rows.extend_from_slice(&v.device.0.to_le_bytes());
@@ -623,7 +615,7 @@ mod parallel {
                             alive &= tx.send(Msg::Rows(std::mem::take(&mut rows))).is_ok();
                         }
                         runs.push(&r);
-                        if runs.ts.len() >= CHUNK_ROWS {
+                        if runs.rows >= RUN_CHUNK_ROWS {
                             alive &= tx.send(Msg::Runs(std::mem::take(&mut runs))).is_ok();
                         }
                     }
@@ -638,7 +630,7 @@ mod parallel {
             if alive && !rows.is_empty() {
                 alive = tx.send(Msg::Rows(rows)).is_ok();
             }
-            if alive && !runs.ts.is_empty() {
+            if alive && runs.rows > 0 {
                 alive = tx.send(Msg::Runs(runs)).is_ok();
             }
             alive && tx.send(Msg::Done(res)).is_ok()
@@ -648,6 +640,7 @@ mod parallel {
     fn consume(
         receivers: &[Receiver<Msg>],
         fw: usize,
+        widths: &[usize],
         visit: &mut impl FnMut(Piece<'_>) -> bool,
         total: &mut ReadStats,
     ) -> Result<()> {
@@ -669,7 +662,7 @@ mod parallel {
                         }
                     }
                     Ok(Msg::Runs(r)) => {
-                        if !r.visit(visit) {
+                        if !r.visit(widths, visit) {
                             return Ok(());
                         }
                     }

@@ -200,7 +200,7 @@ fn put_typed(out: &mut Vec<u8>, t: FieldType, raw: &[u8], cfg: ColumnarConfig) -
 }
 
 /// Fixed-width little-endian numbers `pco` can take.
-trait Lane: pco::data_types::Number + Copy + Default {
+trait Lane: pco::data_types::Number + bytemuck::Pod + Default {
     fn read(b: &[u8]) -> Self;
     fn write(self, b: &mut [u8]);
 }
@@ -582,8 +582,28 @@ pub(super) fn values(c: Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
 }
 
 fn unpco<T: Lane>(src: &[u8], n: usize, w: usize) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; n * w];
+    // A little-endian machine holds values as their little-endian bytes:
+    // decode straight into the output when it is aligned for `T` (the
+    // allocator's blocks are), else through a vector of `T`.
+    if cfg!(target_endian = "little") {
+        if let Ok(xs) = bytemuck::try_cast_slice_mut::<u8, T>(&mut out) {
+            pco_into(src, xs)?;
+            return Ok(out);
+        }
+    }
     let mut xs = vec![T::default(); n];
-    let p = pco::standalone::simple_decompress_into(src, &mut xs)
+    pco_into(src, &mut xs)?;
+    for (x, b) in xs.into_iter().zip(out.chunks_exact_mut(w)) {
+        x.write(b);
+    }
+    Ok(out)
+}
+
+/// Decode a pco chunk of exactly `xs.len()` values into `xs`.
+fn pco_into<T: Lane>(src: &[u8], xs: &mut [T]) -> Result<()> {
+    let n = xs.len();
+    let p = pco::standalone::simple_decompress_into(src, xs)
         .map_err(|e| Error::decode("columnar block", format!("pco: {e}")))?;
     if p.n_processed != n || !p.finished {
         return Err(Error::decode(
@@ -591,11 +611,7 @@ fn unpco<T: Lane>(src: &[u8], n: usize, w: usize) -> Result<Vec<u8>> {
             format!("pco chunk of {} values, {n} expected", p.n_processed),
         ));
     }
-    let mut out = vec![0u8; n * w];
-    for (x, b) in xs.into_iter().zip(out.chunks_exact_mut(w)) {
-        x.write(b);
-    }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -84,7 +84,8 @@ impl BlockKeys {
 }
 
 /// A block as columns, as the block cache holds it
-/// ([`crate::hfile::HFileReader::block_columns`]).
+/// ([`crate::hfile::HFileReader::block_columns`]); cloning shares them.
+#[derive(Clone)]
 pub struct BlockColumns {
     pub keys: Arc<BlockKeys>,
     /// Sequence numbers, when asked for.

@@ -171,7 +171,15 @@ impl Col {
 
     /// Append little-endian values (a column slice of a batch read).
     fn extend(&mut self, b: &[u8]) {
-        fn lanes<const N: usize, T>(v: &mut Vec<T>, b: &[u8], f: fn([u8; N]) -> T) {
+        fn lanes<const N: usize, T: bytemuck::Pod>(v: &mut Vec<T>, b: &[u8], f: fn([u8; N]) -> T) {
+            // Little-endian values in an aligned slice (cached columns
+            // are) are the values' own bytes: one copy.
+            if cfg!(target_endian = "little") {
+                if let Ok(xs) = bytemuck::try_cast_slice::<u8, T>(b) {
+                    v.extend_from_slice(xs);
+                    return;
+                }
+            }
             v.extend(b.chunks_exact(N).map(|c| f(c.try_into().expect("N bytes"))));
         }
         match self {
@@ -268,10 +276,10 @@ impl RowBatcher {
             self.device_keys
                 .extend(std::iter::repeat_n(d.key_of(id), n));
         }
-        self.ts.extend_from_slice(&r.ts[from..from + n]);
-        for ((c, (f, _)), vals) in self.cols.iter_mut().zip(&self.layout.fields).zip(r.fields) {
+        self.ts.extend_from_slice(&r.ts()[from..from + n]);
+        for (i, (c, (f, _))) in self.cols.iter_mut().zip(&self.layout.fields).enumerate() {
             let w = f.ty.width();
-            c.extend(&vals[from * w..(from + n) * w]);
+            c.extend(&r.field(i)[from * w..(from + n) * w]);
         }
         n
     }

@@ -15,23 +15,42 @@ use crate::hfile::HFileReader;
 use crate::key::{ts_of, DeviceId, RowKey};
 use std::sync::Arc;
 
-/// Consecutive visible rows of one device, as columns.
+/// Consecutive visible rows of one device: rows of a block's columns.
+#[derive(Clone, Copy)]
 pub struct RunSlice<'a> {
     pub device: DeviceId,
-    /// Timestamps (ms), newest first.
-    pub ts: &'a [i64],
-    /// The asked fields' little-endian values for these rows, in the
-    /// order asked.
-    pub fields: &'a [&'a [u8]],
+    /// The block's columns: its keys and the asked fields, in the order
+    /// asked.
+    pub block: &'a BlockColumns,
+    /// The rows, in the block.
+    pub rows: (usize, usize),
+    /// Bytes per value of each asked field.
+    pub widths: &'a [usize],
 }
 
-impl RunSlice<'_> {
+impl<'a> RunSlice<'a> {
     pub fn len(&self) -> usize {
-        self.ts.len()
+        self.rows.1 - self.rows.0
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
+        self.len() == 0
+    }
+
+    /// Timestamps (ms), newest first.
+    pub fn ts(&self) -> &'a [i64] {
+        &self.block.keys.ts[self.rows.0..self.rows.1]
+    }
+
+    /// The asked fields.
+    pub fn field_count(&self) -> usize {
+        self.block.fields.len()
+    }
+
+    /// Asked field `i`'s little-endian values for these rows.
+    pub fn field(&self, i: usize) -> &'a [u8] {
+        let w = self.widths[i];
+        &self.block.fields[i][self.rows.0 * w..self.rows.1 * w]
     }
 }
 
@@ -143,7 +162,6 @@ fn visit_block(
     visit: &mut dyn FnMut(Piece<'_>) -> bool,
 ) -> Flow {
     let keys = &cols.keys;
-    let mut slices: Vec<&[u8]> = Vec::with_capacity(cols.fields.len());
     for run in &keys.runs {
         if run.prefix[..] < b.lo[..RUN_KEY_LEN] {
             continue;
@@ -158,18 +176,12 @@ fn visit_block(
         let from = start + ts.partition_point(|&t| t > newest);
         let to = start + ts.partition_point(|&t| t >= oldest);
         for (a, z) in visible_ranges(keys, run.device, from, to, b.versions, state) {
-            slices.clear();
-            slices.extend(
-                cols.fields
-                    .iter()
-                    .zip(&b.widths)
-                    .map(|(f, w)| &f[a * w..z * w]),
-            );
             *n += (z - a) as u64;
             let piece = Piece::Run(RunSlice {
                 device: run.device,
-                ts: &keys.ts[a..z],
-                fields: &slices,
+                block: cols,
+                rows: (a, z),
+                widths: &b.widths,
             });
             if !visit(piece) {
                 return Flow::Stop;
