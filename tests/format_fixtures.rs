@@ -167,6 +167,8 @@ fn schema() -> TableSchema {
         TableOptions {
             compression: Compression::None,
             regions: REGIONS,
+            // The fixture's table (and its HFile, version 1) is `rows`.
+            encoding: telestore::schema::BlockEncoding::Rows,
             ..TableOptions::default()
         },
     )

@@ -56,16 +56,16 @@ fn health_tables_and_metrics() {
     );
     assert_eq!(code, 400);
     assert!(body.contains("rows or columnar"), "{body}");
-    let col = r#"{"name":"c","fields":[{"name":"v","type":"f64"}],"encoding":"columnar"}"#;
-    assert_eq!(http(h, "POST", "/api/v1/tables", col).0, 201);
+    let rows = r#"{"name":"c","fields":[{"name":"v","type":"f64"}],"encoding":"rows"}"#;
+    assert_eq!(http(h, "POST", "/api/v1/tables", rows).0, 201);
     let (code, body) = http(h, "GET", "/api/v1/tables", "");
     assert_eq!(code, 200);
     let list: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(list[0]["name"], "c");
-    assert_eq!(list[0]["encoding"], "columnar");
+    assert_eq!(list[0]["encoding"], "rows");
     let list = &list.as_array().unwrap()[1..];
     assert_eq!(list[0]["name"], "t");
-    assert_eq!(list[0]["encoding"], "rows");
+    assert_eq!(list[0]["encoding"], "columnar", "the default");
     assert_eq!(list[0]["regions"], 4);
     assert_eq!(list[0]["fields"][1]["type"], "f32");
     assert_eq!(

@@ -123,19 +123,19 @@ pub fn scan_file(
     };
     let idx = file.index();
     let mut i = file.seek_block(lo);
-    let mut requested = i + 1;
+    // Blocks before this one were handed to the read-ahead workers.
+    let mut ahead = i + 1;
     let mut state = KeyState::default();
     let mut n = 0u64;
     while i < idx.len() && idx[i].first_key <= *hi {
         if let Some(p) = prefetch {
             let end = (i + 1 + PREFETCH_BLOCKS_AHEAD).min(idx.len());
-            while requested.max(i + 1) < end && idx[requested.max(i + 1)].first_key <= *hi {
-                requested = requested.max(i + 1);
+            while ahead < end && idx[ahead].first_key <= *hi {
                 // A warm read asks the workers for nothing.
-                if !file.keys_cached(requested) {
-                    p.request(file, requested, Some((slots.clone(), false)));
+                if !file.keys_cached(ahead) {
+                    p.request(file, ahead, Some((slots.clone(), false)));
                 }
-                requested += 1;
+                ahead += 1;
             }
         }
         let cols = file.block_columns(i, slots, false)?;

@@ -105,11 +105,15 @@ pub struct FileSource {
     /// row `window_end`.
     cols: Option<BlockColumns>,
     window_end: usize,
+    /// Rows the next window may take: it starts at [`WINDOW_ROWS_MIN`]
+    /// in each block and doubles up to [`WINDOW_ROWS_MAX`], so a read
+    /// that stops early (a get, `latest`) turns a few rows into cells,
+    /// not the block.
+    window_rows: usize,
 }
 
-/// Rows of a columnar block turned into cells at a time: a read that
-/// stops early (a get, `latest`) pays for a few cells, not the block.
-const WINDOW_ROWS: usize = 128;
+const WINDOW_ROWS_MIN: usize = 4;
+const WINDOW_ROWS_MAX: usize = 256;
 
 impl FileSource {
     /// A source over `[lo, hi]`; with `prefetch`, blocks ahead of the
@@ -166,6 +170,7 @@ impl FileSource {
             heads: false,
             cols: None,
             window_end: 0,
+            window_rows: WINDOW_ROWS_MIN,
         };
         if heads && s.load_heads(&lo)? {
             return Ok(s);
@@ -179,6 +184,7 @@ impl FileSource {
     fn seek_in_block(&mut self, key: &RowKey) -> Result<()> {
         if let Some(c) = &self.cols {
             let row = c.seek(key);
+            self.window_rows = WINDOW_ROWS_MIN;
             self.window(row);
         } else if let Some(b) = &self.block {
             // Binary search over fixed-width cells.
@@ -190,11 +196,12 @@ impl FileSource {
         self.check_end()
     }
 
-    /// Turn rows `row..` (at most [`WINDOW_ROWS`]) of the columnar block
+    /// Turn rows `row..` (at most `window_rows`) of the columnar block
     /// into the cells `block` holds.
     fn window(&mut self, row: usize) {
         let Some(c) = &self.cols else { return };
-        let end = (row + WINDOW_ROWS).min(c.rows());
+        let end = (row + self.window_rows).min(c.rows());
+        self.window_rows = (self.window_rows * 2).min(WINDOW_ROWS_MAX);
         // Reuse the last window's buffer when no one else holds it.
         let mut buf = self
             .block
@@ -219,6 +226,7 @@ impl FileSource {
                 let c = self.file.block_columns(self.block_idx, all, true)?;
                 self.block_inside = c.rows() > 0 && c.key(c.rows() - 1) <= self.hi;
                 self.cols = Some(c);
+                self.window_rows = WINDOW_ROWS_MIN;
                 self.window(0);
                 return Ok(());
             }
