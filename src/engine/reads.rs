@@ -55,6 +55,18 @@ impl Store {
         self.shared.table(table)
     }
 
+    /// The table of a read over `[from, to]`, which must not be reversed.
+    fn range_table(&self, table: &str, from: i64, to: i64) -> Result<Arc<Table>> {
+        let t = self.read_table(table)?;
+        if from > to {
+            return Err(Error::invalid(
+                "time range",
+                format!("from {from} > to {to}"),
+            ));
+        }
+        Ok(t)
+    }
+
     /// Run `q` over every region it reaches, in key order.
     fn run(
         &self,
@@ -310,13 +322,7 @@ impl Store {
         order: Order,
         mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
-        let t = self.read_table(table)?;
-        if from > to {
-            return Err(Error::invalid(
-                "time range",
-                format!("from {from} > to {to}"),
-            ));
-        }
+        let t = self.range_table(table, from, to)?;
         let q = Self::device_query(device, from, to);
         match order {
             Order::NewestFirst => self.run(&t, &q, visit),
@@ -349,13 +355,7 @@ impl Store {
         to: i64,
         mut visit: impl FnMut(RowView<'_>) -> bool,
     ) -> Result<ReadStats> {
-        let t = self.read_table(table)?;
-        if from > to {
-            return Err(Error::invalid(
-                "time range",
-                format!("from {from} > to {to}"),
-            ));
-        }
+        let t = self.range_table(table, from, to)?;
         parallel::scan(self, &t, &whole_table(from, to), None, |p| match p {
             Piece::Row(v) => visit(v),
             Piece::Run(_) => unreachable!("runs come only from batch reads"),
@@ -381,13 +381,7 @@ impl Store {
         fields: &[usize],
         mut visit: impl FnMut(Piece<'_>) -> bool,
     ) -> Result<ReadStats> {
-        let t = self.read_table(table)?;
-        if from > to {
-            return Err(Error::invalid(
-                "time range",
-                format!("from {from} > to {to}"),
-            ));
-        }
+        let t = self.range_table(table, from, to)?;
         let slots = slots_of(&t.schema, fields)?;
         match device {
             Some(d) => {

@@ -209,31 +209,54 @@ fn read_pieces(store: &Store, plan: &Plan, visit: &mut dyn FnMut(Piece<'_>) -> b
     };
     let table = plan.schema.name.as_str();
     let fields = &plan.fields;
-    match &plan.devices {
-        Devices::Some(ids) if ids.len() <= PER_DEVICE_SEEKS_MAX => {
+    by_device(plan, &mut |reach| match reach {
+        Reach::Device(id) => {
             let mut more = true;
-            for &id in ids {
-                store.scan_pieces(table, Some(id), from, to, fields, |p| {
-                    more = visit(p);
-                    more
-                })?;
-                if !more {
-                    break;
-                }
-            }
+            store.scan_pieces(table, Some(id), from, to, fields, |p| {
+                more = visit(p);
+                more
+            })?;
+            Ok(more)
         }
-        Devices::Some(ids) => {
-            let set: HashSet<u64> = ids.iter().copied().collect();
+        Reach::Scan(keep) => {
             store.scan_pieces(table, None, from, to, fields, |p| {
                 let device = match &p {
                     Piece::Row(r) => r.device,
                     Piece::Run(r) => r.device,
                 };
-                !set.contains(&device.0) || visit(p)
+                keep.is_some_and(|k| !k.contains(&device.0)) || visit(p)
             })?;
+            Ok(true)
+        }
+    })
+}
+
+/// How a plan's devices are read.
+enum Reach<'a> {
+    /// One device, with one seek.
+    Device(u64),
+    /// The table-wide parallel scan, keeping only these devices if given.
+    Scan(Option<&'a HashSet<u64>>),
+}
+
+/// Read the plan's devices one seek each when they are few
+/// ([`PER_DEVICE_SEEKS_MAX`]), else with one table-wide scan; `read`
+/// returns false to stop.
+fn by_device(plan: &Plan, read: &mut dyn FnMut(Reach<'_>) -> Result<bool>) -> Result<()> {
+    match &plan.devices {
+        Devices::Some(ids) if ids.len() <= PER_DEVICE_SEEKS_MAX => {
+            for &id in ids {
+                if !read(Reach::Device(id))? {
+                    break;
+                }
+            }
+        }
+        Devices::Some(ids) => {
+            let keep: HashSet<u64> = ids.iter().copied().collect();
+            read(Reach::Scan(Some(&keep)))?;
         }
         Devices::All => {
-            store.scan_pieces(table, None, from, to, fields, visit)?;
+            read(Reach::Scan(None))?;
         }
     }
     Ok(())
@@ -261,26 +284,20 @@ fn read_rows(store: &Store, plan: &Plan, visit: &mut dyn FnMut(RowView<'_>) -> b
     } else {
         Order::NewestFirst
     };
-    match &plan.devices {
-        Devices::Some(ids) if ids.len() <= PER_DEVICE_SEEKS_MAX => {
+    by_device(plan, &mut |reach| match reach {
+        Reach::Device(id) => {
             let mut more = true;
-            for &id in ids {
-                store.scan_with(table, id, from, to, order, |r| {
-                    more = visit(r);
-                    more
-                })?;
-                if !more {
-                    break;
-                }
-            }
+            store.scan_with(table, id, from, to, order, |r| {
+                more = visit(r);
+                more
+            })?;
+            Ok(more)
         }
-        Devices::Some(ids) => {
-            let set: HashSet<u64> = ids.iter().copied().collect();
-            store.scan_all(table, from, to, |r| !set.contains(&r.device.0) || visit(r))?;
+        Reach::Scan(keep) => {
+            store.scan_all(table, from, to, |r| {
+                keep.is_some_and(|k| !k.contains(&r.device.0)) || visit(r)
+            })?;
+            Ok(true)
         }
-        Devices::All => {
-            store.scan_all(table, from, to, visit)?;
-        }
-    }
-    Ok(())
+    })
 }
