@@ -5,7 +5,7 @@ use super::block::{self, BlockError};
 use super::bloom::Bloom;
 use super::columns::slots_of;
 use super::columns::BlockParts;
-use super::columns::{BlockColumns, FieldSlot, Want};
+use super::columns::{BlockColumns, BlockKeys, FieldSlot, Want};
 use super::sections::{
     decode_index, decode_tombstones, FileInfo, IndexEntry, SectionRef, Trailer, TRAILER_LEN,
 };
@@ -328,35 +328,45 @@ impl HFileReader {
 
     /// Block `i` as columns: its keys, its sequence numbers (when `seq`)
     /// and the fields in `slots`, in that order (each part cached apart;
-    /// a miss reads the block once and decodes only the parts not cached,
-    /// skipping the other fields).
+    /// a miss decodes only the parts not cached, skipping the other
+    /// fields, and reads the block once).
     pub fn block_columns(&self, i: usize, slots: &[FieldSlot], seq: bool) -> Result<BlockColumns> {
+        let cols = self.block_columns_if(i, slots, seq, &|_| true)?;
+        Ok(cols.expect("every block is wanted"))
+    }
+
+    /// [`HFileReader::block_columns`] when `wanted` says yes to the
+    /// block's keys, else `None` without decoding any field (a time
+    /// window that misses the block costs its keys only).
+    pub fn block_columns_if(
+        &self,
+        i: usize,
+        slots: &[FieldSlot],
+        seq: bool,
+        wanted: &dyn Fn(&BlockKeys) -> bool,
+    ) -> Result<Option<BlockColumns>> {
         let block = i as u32;
+        // The block's bytes, when read for its keys: the other parts are
+        // decoded from them.
+        let mut read: Option<Vec<u8>> = None;
         let keys = self
             .cache
             .get_or_load_part(self.file_id, block, PART_KEYS, || {
-                // The block is read for its keys: the missing fields come
-                // out of the same read.
-                let fields: Vec<FieldSlot> = slots
-                    .iter()
-                    .filter(|s| !self.cache.contains_part(self.file_id, block, field_part(s)))
-                    .copied()
-                    .collect();
-                let seq = seq && !self.cache.contains_part(self.file_id, block, PART_SEQ);
-                let mut parts = self.load_parts(
-                    i,
-                    Want {
-                        keys: true,
-                        seq,
-                        fields: &fields,
-                    },
-                )?;
-                let keys = parts.keys.take().expect("keys asked for");
-                self.cache_parts(block, &fields, parts);
-                Ok(Entry::Keys(Arc::new(keys)))
+                let b = self.read_block(i)?;
+                let want = Want {
+                    keys: true,
+                    seq: false,
+                    fields: &[],
+                };
+                let keys = self.decode_parts(i, &b, want)?.keys;
+                read = Some(b);
+                Ok(Entry::Keys(Arc::new(keys.expect("keys asked for"))))
             })?
             .keys()
             .expect("the keys part holds keys");
+        if !wanted(&keys) {
+            return Ok(None);
+        }
         let peek = |part| {
             self.cache
                 .peek_part(self.file_id, block, part)
@@ -373,12 +383,16 @@ impl HFileReader {
             .collect();
         let seq_missing = seq && seq_col.is_none();
         if !missing.is_empty() || seq_missing {
+            let b = match read {
+                Some(b) => b,
+                None => self.read_block(i)?,
+            };
             let want = Want {
                 keys: false,
                 seq: seq_missing,
                 fields: &missing,
             };
-            let parts = self.load_parts(i, want)?;
+            let parts = self.decode_parts(i, &b, want)?;
             if let Some(s) = parts.seq {
                 let s = Arc::new(s);
                 self.cache
@@ -399,14 +413,14 @@ impl HFileReader {
                 }
             }
         }
-        Ok(BlockColumns {
+        Ok(Some(BlockColumns {
             keys,
             seq: seq_col,
             fields: fields
                 .into_iter()
                 .map(|f| f.expect("every field decoded"))
                 .collect(),
-        })
+        }))
     }
 
     /// Are block `i`'s keys in the cache as columns (counts nothing)?
@@ -431,14 +445,20 @@ impl HFileReader {
         }
     }
 
-    /// Read block `i` and decode the parts `want` names.
-    fn load_parts(&self, i: usize, want: Want<'_>) -> Result<BlockParts> {
+    /// Block `i`'s stored bytes, its index checksum checked.
+    fn read_block(&self, i: usize) -> Result<Vec<u8>> {
         let e = self.index[i];
         let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+        check_index_crc(&e, &b).map_err(|err| err.at(&self.path, e.offset))?;
+        Ok(b)
+    }
+
+    /// Decode the parts `want` names from block `i`'s bytes `b`.
+    fn decode_parts(&self, i: usize, b: &[u8], want: Want<'_>) -> Result<BlockParts> {
+        let e = self.index[i];
         let at = |err: Error| err.at(&self.path, e.offset);
-        check_index_crc(&e, &b).map_err(at)?;
         let parts =
-            block::decode_parts(&b, self.cell_width, want).map_err(|err| at(block_error(err)))?;
+            block::decode_parts(b, self.cell_width, want).map_err(|err| at(block_error(err)))?;
         if parts
             .keys
             .as_ref()

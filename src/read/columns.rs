@@ -6,7 +6,7 @@
 //! slices of the decoded columns, one device run at a time, never as
 //! row-major cells. Only the fields asked for are decoded.
 
-use super::prefetch::{Prefetcher, PREFETCH_BLOCKS_AHEAD};
+use super::prefetch::{Columns, Prefetcher, Wanted, PREFETCH_BLOCKS_AHEAD};
 use super::{RowView, Visibility};
 use crate::error::Result;
 use crate::hfile::columnar::RUN_KEY_LEN;
@@ -72,9 +72,9 @@ struct KeyState {
 }
 
 /// The bounds of one scan over a file.
-struct Bounds<'a> {
-    lo: &'a RowKey,
-    hi: &'a RowKey,
+struct Bounds {
+    lo: RowKey,
+    hi: RowKey,
     /// Newest and oldest visible timestamps (window and TTL).
     ts_max: i64,
     ts_min: i64,
@@ -83,16 +83,29 @@ struct Bounds<'a> {
     widths: Vec<usize>,
 }
 
-impl Bounds<'_> {
+impl Bounds {
+    /// Does a block with these keys hold a row inside the read's keys and
+    /// window (before the visibility rules)?
+    fn any_row_in(&self, keys: &BlockKeys) -> bool {
+        keys.runs.iter().any(|run| {
+            let inside = run.prefix[..] >= self.lo[..RUN_KEY_LEN]
+                && run.prefix[..] <= self.hi[..RUN_KEY_LEN];
+            let (newest, oldest) = self.of_run(run);
+            let start = run.start as usize;
+            let ts = &keys.ts[start..start + run.len as usize];
+            inside && ts.partition_point(|&t| t > newest) < ts.partition_point(|&t| t >= oldest)
+        })
+    }
+
     /// The timestamps of `run` inside the read's keys and window.
     fn of_run(&self, run: &KeyRun) -> (i64, i64) {
         let mut newest = self.ts_max;
         let mut oldest = self.ts_min;
         if run.prefix[..] == self.lo[..RUN_KEY_LEN] {
-            newest = newest.min(ts_of(self.lo));
+            newest = newest.min(ts_of(&self.lo));
         }
         if run.prefix[..] == self.hi[..RUN_KEY_LEN] {
-            oldest = oldest.max(ts_of(self.hi));
+            oldest = oldest.max(ts_of(&self.hi));
         }
         (newest, oldest)
     }
@@ -113,13 +126,17 @@ pub fn scan_file(
     visit: &mut dyn FnMut(Piece<'_>) -> bool,
 ) -> Result<u64> {
     debug_assert!(vis.tombstones.is_empty() && file.info().max_seq <= vis.read_seq);
-    let b = Bounds {
-        lo,
-        hi,
+    let b = Arc::new(Bounds {
+        lo: *lo,
+        hi: *hi,
         ts_max: vis.to,
         ts_min: vis.ttl_cutoff.map_or(vis.from, |c| c.max(vis.from)),
         versions: vis.versions.max(1),
         widths: slots.iter().map(|s| s.width).collect(),
+    });
+    let wanted: Wanted = {
+        let b = b.clone();
+        Arc::new(move |k: &BlockKeys| b.any_row_in(k))
     };
     let idx = file.index();
     let mut i = file.seek_block(lo);
@@ -133,12 +150,21 @@ pub fn scan_file(
             while ahead < end && idx[ahead].first_key <= *hi {
                 // A warm read asks the workers for nothing.
                 if !file.keys_cached(ahead) {
-                    p.request(file, ahead, Some((slots.clone(), false)));
+                    let columns = Columns {
+                        slots: slots.clone(),
+                        seq: false,
+                        wanted: Some(wanted.clone()),
+                    };
+                    p.request(file, ahead, Some(columns));
                 }
                 ahead += 1;
             }
         }
-        let cols = file.block_columns(i, slots, false)?;
+        // A block without a row in the window costs its keys only.
+        let Some(cols) = file.block_columns_if(i, slots, false, &*wanted)? else {
+            i += 1;
+            continue;
+        };
         match visit_block(&cols, &b, &mut state, &mut n, visit) {
             Flow::Next => i += 1,
             Flow::Stop => break,
@@ -156,7 +182,7 @@ enum Flow {
 /// `hi` or the visitor stopped.
 fn visit_block(
     cols: &BlockColumns,
-    b: &Bounds<'_>,
+    b: &Bounds,
     state: &mut KeyState,
     n: &mut u64,
     visit: &mut dyn FnMut(Piece<'_>) -> bool,

@@ -4,7 +4,7 @@
 //! full queue drops requests, an error is left for the scan to meet when it
 //! reads that block itself (the cache deduplicates in-flight loads).
 
-use crate::hfile::columns::FieldSlot;
+use crate::hfile::columns::{BlockKeys, FieldSlot};
 use crate::hfile::HFileReader;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -19,8 +19,17 @@ const QUEUE_REQUESTS_MAX: usize = 256;
 /// decode as columns (`None`: the block's cells).
 type Request = (Arc<HFileReader>, usize, Option<Columns>);
 
-/// Fields to decode as columns, and whether sequence numbers too.
-pub type Columns = (Arc<[FieldSlot]>, bool);
+/// Whether a block's fields are wanted, seen its keys.
+pub type Wanted = Arc<dyn Fn(&BlockKeys) -> bool + Send + Sync>;
+
+/// What to decode of a block as columns.
+pub struct Columns {
+    pub slots: Arc<[FieldSlot]>,
+    /// Sequence numbers too.
+    pub seq: bool,
+    /// Decode the fields only of a block this says yes to (all if `None`).
+    pub wanted: Option<Wanted>,
+}
 
 /// Handle to the read-ahead workers; [`Prefetcher::stop`] ends and joins
 /// them (the store does so when it closes, so no worker still holds one
@@ -43,7 +52,12 @@ impl Prefetcher {
                     while let Ok((file, block, slots)) = rx.recv() {
                         let _ = match slots {
                             None => file.block(block).map(drop),
-                            Some((s, seq)) => file.block_columns(block, &s, seq).map(drop),
+                            Some(c) => {
+                                let all = |_: &BlockKeys| true;
+                                let wanted = c.wanted.as_deref().unwrap_or(&all);
+                                file.block_columns_if(block, &c.slots, c.seq, wanted)
+                                    .map(drop)
+                            }
                         };
                     }
                 })?;

@@ -8,7 +8,7 @@ use crate::hfile::columns::BlockColumns;
 use crate::hfile::HFileReader;
 use crate::key::{RowKey, KEY_LEN};
 use crate::memstore::Memstore;
-use crate::read::prefetch::{Prefetcher, PREFETCH_BLOCKS_AHEAD};
+use crate::read::prefetch::{Columns, Prefetcher, PREFETCH_BLOCKS_AHEAD};
 use std::sync::Arc;
 
 /// Cells copied from a memstore per refill.
@@ -290,7 +290,11 @@ impl FileSource {
             if e.first_key > self.hi {
                 break;
             }
-            let columns = self.file.columnar_fields().map(|all| (all.clone(), true));
+            let columns = self.file.columnar_fields().map(|all| Columns {
+                slots: all.clone(),
+                seq: true,
+                wanted: None,
+            });
             p.request(&self.file, j, columns);
             self.prefetched_to = j + 1;
         }

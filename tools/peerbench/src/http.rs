@@ -299,11 +299,15 @@ impl Daemon {
         for (k, v) in params {
             req = req.query(k, v);
         }
-        let body = req.call()?.into_string()?;
+        let body = std::io::BufReader::new(req.call()?.into_reader());
         let mut n = 0u64;
         let mut sum = 0f64;
-        for line in body.lines().filter(|l| !l.is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(line)?;
+        for line in std::io::BufRead::lines(body) {
+            let line = line?;
+            if line.is_empty() {
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_str(&line)?;
             n += 1;
             sum += v[FIELDS[0]].as_f64().unwrap_or(0.0);
         }

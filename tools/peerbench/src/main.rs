@@ -256,18 +256,27 @@ fn report(all: &BTreeMap<String, Vec<Figures>>, fleet: &Fleet, a: &Args) {
         a.writers
     );
     println!(
-        "Ratios are telestore ÷ peer: above 1 is better for rows/s, below 1 is better for µs, bytes and seconds.\n"
+        "Ratios are telestore ÷ peer (its daemon ÷ InfluxDB): above 1 is better for rows/s, below 1 is better for µs, bytes and seconds.\n"
     );
-    let peers: Vec<&&String> = names.iter().filter(|n| n.as_str() != "telestore").collect();
+    // Library systems against telestore's library; InfluxDB (a server)
+    // against telestore's daemon over the same HTTP client.
+    let mut pairs: Vec<(&str, &str)> = names
+        .iter()
+        .filter(|n| !matches!(n.as_str(), "telestore" | "telestore-http" | "influxdb"))
+        .map(|n| ("telestore", n.as_str()))
+        .collect();
+    if names.iter().any(|n| n.as_str() == "influxdb") {
+        pairs.push(("telestore-http", "influxdb"));
+    }
     print!("| figure |");
     for n in &names {
         print!(" {n} |");
     }
-    for p in &peers {
-        print!(" telestore ÷ {p} |");
+    for (t, p) in &pairs {
+        print!(" {t} ÷ {p} |");
     }
     println!();
-    println!("|---|{}", "---:|".repeat(names.len() + peers.len()));
+    println!("|---|{}", "---:|".repeat(names.len() + pairs.len()));
     for fig in figures {
         let med = |n: &str| -> Option<f64> {
             let v: Vec<f64> = all
@@ -284,8 +293,8 @@ fn report(all: &BTreeMap<String, Vec<Figures>>, fleet: &Fleet, a: &Args) {
                 None => print!(" — |"),
             }
         }
-        for p in &peers {
-            match (med("telestore"), med(p)) {
+        for (t, p) in &pairs {
+            match (med(t), med(p)) {
                 (Some(t), Some(x)) if x != 0.0 => print!(" {:.2} |", t / x),
                 _ => print!(" — |"),
             }
