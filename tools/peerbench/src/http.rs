@@ -53,6 +53,14 @@ fn line_protocol(batch: &[Reading]) -> String {
     s
 }
 
+/// The write both servers get: a batch as line protocol to `/write`.
+fn write_lines(agent: &ureq::Agent, base: &str, batch: &[Reading]) -> Result<()> {
+    agent
+        .post(&format!("{base}/write?db=bench&precision=ms"))
+        .send_string(&line_protocol(batch))?;
+    Ok(())
+}
+
 /// Stop a server: SIGTERM, then wait (a kill after 60 s).
 fn stop(child: &mut Child) {
     let _ = Command::new("kill")
@@ -160,10 +168,7 @@ impl Influx {
 
 impl System for Influx {
     fn write(&self, batch: &[Reading]) -> Result<()> {
-        self.agent
-            .post(&format!("{}/write?db=bench&precision=ms", self.base))
-            .send_string(&line_protocol(batch))?;
-        Ok(())
+        write_lines(&self.agent, &self.base, batch)
     }
 
     /// A restart writes the cache out as TSM files; the cold shard is then
@@ -317,10 +322,7 @@ impl Daemon {
 
 impl System for Daemon {
     fn write(&self, batch: &[Reading]) -> Result<()> {
-        self.agent
-            .post(&format!("{}/write?db=bench&precision=ms", self.base))
-            .send_string(&line_protocol(batch))?;
-        Ok(())
+        write_lines(&self.agent, &self.base, batch)
     }
 
     /// Stop the daemon (it flushes on a clean stop), major-compact the
