@@ -361,9 +361,7 @@ impl Store {
             Piece::Run(_) => unreachable!("runs come only from batch reads"),
         })
     }
-}
 
-impl Store {
     /// A batch read of `[from, to]` (inclusive) for the query layer: one
     /// device's readings or (`device` = `None`) every device's, in key
     /// order, each device newest first, with the table's fields `fields`
@@ -491,13 +489,12 @@ mod parallel {
         }
 
         /// Hand each run to `visit`; false when it stopped.
-        fn visit(&self, widths: &[usize], visit: &mut impl FnMut(Piece<'_>) -> bool) -> bool {
+        fn visit(&self, visit: &mut impl FnMut(Piece<'_>) -> bool) -> bool {
             self.runs.iter().all(|(device, block, rows)| {
                 visit(Piece::Run(RunSlice {
                     device: *device,
                     block,
                     rows: *rows,
-                    widths,
                 }))
             })
         }
@@ -550,12 +547,7 @@ mod parallel {
                 });
             }
             let mut total = ReadStats::default();
-            let widths: Vec<usize> = slots
-                .iter()
-                .flat_map(|s| s.iter())
-                .map(|s| s.width)
-                .collect();
-            let res = consume(&receivers, fw, &widths, &mut visit, &mut total);
+            let res = consume(&receivers, fw, &mut visit, &mut total);
             // Stop the workers: every send fails once its receiver is gone.
             next.store(usize::MAX / 2, Ordering::Relaxed);
             drop(receivers);
@@ -634,7 +626,6 @@ mod parallel {
     fn consume(
         receivers: &[Receiver<Msg>],
         fw: usize,
-        widths: &[usize],
         visit: &mut impl FnMut(Piece<'_>) -> bool,
         total: &mut ReadStats,
     ) -> Result<()> {
@@ -656,7 +647,7 @@ mod parallel {
                         }
                     }
                     Ok(Msg::Runs(r)) => {
-                        if !r.visit(widths, visit) {
+                        if !r.visit(visit) {
                             return Ok(());
                         }
                     }

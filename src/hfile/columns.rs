@@ -99,6 +99,17 @@ impl BlockColumns {
         self.keys.ts.len()
     }
 
+    /// Bytes per value of asked field `i`.
+    pub fn width(&self, i: usize) -> usize {
+        self.fields[i].len() / self.rows().max(1)
+    }
+
+    /// Asked field `i`'s little-endian values of rows `rows`.
+    pub fn field(&self, i: usize, rows: std::ops::Range<usize>) -> &[u8] {
+        let w = self.width(i);
+        &self.fields[i][rows.start * w..rows.end * w]
+    }
+
     /// The run holding row `i`.
     fn run_of(&self, i: usize) -> &KeyRun {
         let runs = &self.keys.runs;
@@ -132,7 +143,7 @@ impl BlockColumns {
     /// must be all the table's, in order, and `seq` present).
     pub fn write_cells(&self, rows: std::ops::Range<usize>, width: usize, out: &mut Vec<u8>) {
         let seq = self.seq.as_ref().expect("cells need sequence numbers");
-        let widths: Vec<usize> = self.fields.iter().map(|f| f.len() / self.rows()).collect();
+        let widths: Vec<usize> = (0..self.fields.len()).map(|i| self.width(i)).collect();
         debug_assert_eq!(CELL_HEAD_LEN + widths.iter().sum::<usize>(), width);
         out.reserve(rows.len() * width);
         let mut run = self.run_of(rows.start);

@@ -303,9 +303,8 @@ impl HFileReader {
     /// read finds it: the block is read from disk once either way.
     fn load_heads(&self, i: usize) -> Result<Vec<u8>> {
         let e = self.index[i];
-        let b = read_exact(&self.file, &self.path, e.offset, e.len as usize)?;
+        let b = self.read_block(i)?;
         let at = |err: Error| err.at(&self.path, e.offset);
-        check_index_crc(&e, &b).map_err(at)?;
         let heads = block::decode_heads(&b, self.cell_width).map_err(|err| at(block_error(err)))?;
         if let Some(h) = heads {
             return Ok(h);
@@ -316,8 +315,7 @@ impl HFileReader {
                 seq: true,
                 fields: all,
             };
-            let parts = block::decode_parts(&b, self.cell_width, want)
-                .map_err(|err| at(block_error(err)))?;
+            let parts = self.decode_parts(i, &b, want)?;
             self.cache_parts(i as u32, all, parts);
             return Ok(Vec::new());
         }
@@ -393,24 +391,10 @@ impl HFileReader {
                 fields: &missing,
             };
             let parts = self.decode_parts(i, &b, want)?;
-            if let Some(s) = parts.seq {
-                let s = Arc::new(s);
-                self.cache
-                    .insert_part(self.file_id, block, PART_SEQ, Entry::Bytes(s.clone()));
-                seq_col = Some(s);
-            }
-            let mut got = parts.fields.into_iter().map(Arc::new);
-            for (s, f) in slots.iter().zip(fields.iter_mut()) {
-                if f.is_none() {
-                    let v = got.next().expect("one column per missing field");
-                    self.cache.insert_part(
-                        self.file_id,
-                        block,
-                        field_part(s),
-                        Entry::Bytes(v.clone()),
-                    );
-                    *f = Some(v);
-                }
+            let (new_seq, mut got) = self.cache_parts(block, &missing, parts);
+            seq_col = seq_col.or(new_seq);
+            for f in fields.iter_mut().filter(|f| f.is_none()) {
+                *f = got.next();
             }
         }
         Ok(Some(BlockColumns {
@@ -428,21 +412,27 @@ impl HFileReader {
         self.cache.contains_part(self.file_id, i as u32, PART_KEYS)
     }
 
-    /// Put decoded parts other than the keys into the cache.
-    fn cache_parts(&self, block: u32, slots: &[FieldSlot], parts: BlockParts) {
-        if let Some(s) = parts.seq {
-            self.cache
-                .insert_part(self.file_id, block, PART_SEQ, Entry::Bytes(Arc::new(s)));
-        }
+    /// Put decoded parts into the cache (`slots`: the fields decoded);
+    /// returns the sequence numbers and the fields, as cached.
+    fn cache_parts(
+        &self,
+        block: u32,
+        slots: &[FieldSlot],
+        parts: BlockParts,
+    ) -> (Option<Column>, std::vec::IntoIter<Column>) {
+        let put = |part, e: Entry| self.cache.insert_part(self.file_id, block, part, e);
         if let Some(k) = parts.keys {
-            self.cache
-                .insert_part(self.file_id, block, PART_KEYS, Entry::Keys(Arc::new(k)));
+            put(PART_KEYS, Entry::Keys(Arc::new(k)));
         }
-        for (s, f) in slots.iter().zip(parts.fields) {
-            let e = Entry::Bytes(Arc::new(f));
-            self.cache
-                .insert_part(self.file_id, block, field_part(s), e);
+        let seq = parts.seq.map(Arc::new);
+        if let Some(s) = &seq {
+            put(PART_SEQ, Entry::Bytes(s.clone()));
         }
+        let fields: Vec<Arc<Vec<u8>>> = parts.fields.into_iter().map(Arc::new).collect();
+        for (s, f) in slots.iter().zip(&fields) {
+            put(field_part(s), Entry::Bytes(f.clone()));
+        }
+        (seq, fields.into_iter())
     }
 
     /// Block `i`'s stored bytes, its index checksum checked.
@@ -485,6 +475,9 @@ impl HFileReader {
         check_block(&e, &b, self.cell_width).map_err(|err| err.at(&self.path, e.offset))
     }
 }
+
+/// A cached column's little-endian values.
+type Column = Arc<Vec<u8>>;
 
 /// The cache part of a field.
 fn field_part(s: &FieldSlot) -> Part {

@@ -24,8 +24,6 @@ pub struct RunSlice<'a> {
     pub block: &'a BlockColumns,
     /// The rows, in the block.
     pub rows: (usize, usize),
-    /// Bytes per value of each asked field.
-    pub widths: &'a [usize],
 }
 
 impl<'a> RunSlice<'a> {
@@ -49,8 +47,7 @@ impl<'a> RunSlice<'a> {
 
     /// Asked field `i`'s little-endian values for these rows.
     pub fn field(&self, i: usize) -> &'a [u8] {
-        let w = self.widths[i];
-        &self.block.fields[i][self.rows.0 * w..self.rows.1 * w]
+        self.block.field(i, self.rows.0..self.rows.1)
     }
 }
 
@@ -79,26 +76,24 @@ struct Bounds {
     ts_max: i64,
     ts_min: i64,
     versions: u32,
-    /// Bytes per value of each asked field.
-    widths: Vec<usize>,
 }
 
 impl Bounds {
     /// Does a block with these keys hold a row inside the read's keys and
     /// window (before the visibility rules)?
     fn any_row_in(&self, keys: &BlockKeys) -> bool {
-        keys.runs.iter().any(|run| {
-            let inside = run.prefix[..] >= self.lo[..RUN_KEY_LEN]
-                && run.prefix[..] <= self.hi[..RUN_KEY_LEN];
-            let (newest, oldest) = self.of_run(run);
-            let start = run.start as usize;
-            let ts = &keys.ts[start..start + run.len as usize];
-            inside && ts.partition_point(|&t| t > newest) < ts.partition_point(|&t| t >= oldest)
-        })
+        keys.runs
+            .iter()
+            .any(|run| self.rows_of(keys, run).is_some_and(|r| !r.is_empty()))
     }
 
-    /// The timestamps of `run` inside the read's keys and window.
-    fn of_run(&self, run: &KeyRun) -> (i64, i64) {
+    /// The rows of `run` inside the read's keys and window (one slice of
+    /// it: timestamps fall within a run); `None` when the run's device is
+    /// outside the keys.
+    fn rows_of(&self, keys: &BlockKeys, run: &KeyRun) -> Option<std::ops::Range<usize>> {
+        if run.prefix[..] < self.lo[..RUN_KEY_LEN] || run.prefix[..] > self.hi[..RUN_KEY_LEN] {
+            return None;
+        }
         let mut newest = self.ts_max;
         let mut oldest = self.ts_min;
         if run.prefix[..] == self.lo[..RUN_KEY_LEN] {
@@ -107,7 +102,12 @@ impl Bounds {
         if run.prefix[..] == self.hi[..RUN_KEY_LEN] {
             oldest = oldest.max(ts_of(&self.hi));
         }
-        (newest, oldest)
+        let start = run.start as usize;
+        let ts = &keys.ts[start..start + run.len as usize];
+        Some(
+            start + ts.partition_point(|&t| t > newest)
+                ..start + ts.partition_point(|&t| t >= oldest),
+        )
     }
 }
 
@@ -132,7 +132,6 @@ pub fn scan_file(
         ts_max: vis.to,
         ts_min: vis.ttl_cutoff.map_or(vis.from, |c| c.max(vis.from)),
         versions: vis.versions.max(1),
-        widths: slots.iter().map(|s| s.width).collect(),
     });
     let wanted: Wanted = {
         let b = b.clone();
@@ -189,25 +188,19 @@ fn visit_block(
 ) -> Flow {
     let keys = &cols.keys;
     for run in &keys.runs {
-        if run.prefix[..] < b.lo[..RUN_KEY_LEN] {
-            continue;
-        }
         if run.prefix[..] > b.hi[..RUN_KEY_LEN] {
             return Flow::Stop;
         }
-        let (newest, oldest) = b.of_run(run);
-        let start = run.start as usize;
-        let ts = &keys.ts[start..start + run.len as usize];
-        // Timestamps fall within a run: the window is one slice of it.
-        let from = start + ts.partition_point(|&t| t > newest);
-        let to = start + ts.partition_point(|&t| t >= oldest);
+        let Some(rows) = b.rows_of(keys, run) else {
+            continue;
+        };
+        let (from, to) = (rows.start, rows.end);
         for (a, z) in visible_ranges(keys, run.device, from, to, b.versions, state) {
             *n += (z - a) as u64;
             let piece = Piece::Run(RunSlice {
                 device: run.device,
                 block: cols,
                 rows: (a, z),
-                widths: &b.widths,
             });
             if !visit(piece) {
                 return Flow::Stop;
