@@ -719,13 +719,19 @@ impl Store {
             let _ = self.commit_tx.send(Msg::Relieve);
         }
         let deadline = std::time::Instant::now() + Duration::from_millis(o.write_stall_max_ms);
-        for r in &files {
-            self.shared.request_compaction(t.id, r, false);
-        }
+        let mut files = files;
         loop {
+            // Asked on every turn: a region over the limit may be new (a
+            // split's daughters inherit their parent's files, and the
+            // parent's queued job dies with it). A queued region is not
+            // queued twice.
+            for r in &files {
+                self.shared.request_compaction(t.id, r, false);
+            }
             self.shared.check_poisoned()?;
             self.shared.wait_flush_progress(Duration::from_millis(20));
-            let (files, mem) = over();
+            let mem;
+            (files, mem) = over();
             if files.is_empty() && !mem {
                 return Ok(());
             }

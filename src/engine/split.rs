@@ -122,16 +122,27 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
     };
     let left_hi = key_before(&at).expect("at > start");
     let right_hi = r.end.map_or(KEY_MAX, |e| key_before(&e).expect("end > at"));
-    let l = Region::new(left, r.start, Some(at), part(&r.start, &left_hi), flushed);
-    let rr = Region::new(right, at, r.end, part(&at, &right_hi), flushed);
+    let l = Arc::new(Region::new(
+        left,
+        r.start,
+        Some(at),
+        part(&r.start, &left_hi),
+        flushed,
+    ));
+    let rr = Arc::new(Region::new(right, at, r.end, part(&at, &right_hi), flushed));
     let mut v: Vec<Arc<Region>> = (**map).clone();
-    v.splice(idx..=idx, [Arc::new(l), Arc::new(rr)]);
+    v.splice(idx..=idx, [l.clone(), rr.clone()]);
     r.retired.store(true, Ordering::Release);
     *map = Arc::new(v);
     drop(map);
     pause_point("split-after-swap");
     if !st.frozen.is_empty() {
         shared.request_flush(t.id);
+    }
+    // The daughters inherit the parent's files, and a compaction queued
+    // for the parent is dropped with it: each daughter gets its own check.
+    for d in [&l, &rr] {
+        shared.request_compaction(t.id, d, false);
     }
     Ok((left, right))
 }
@@ -192,11 +203,14 @@ pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
         .load(Ordering::Relaxed)
         .max(r.flushed_seq.load(Ordering::Relaxed));
     let state = Region::empty_state(t.schema.fields_width(), files);
-    let m = Region::new(merged, l.start, r.end, state, flushed);
+    let m = Arc::new(Region::new(merged, l.start, r.end, state, flushed));
     let mut v: Vec<Arc<Region>> = (**map).clone();
-    v.splice(idx..=idx + 1, [Arc::new(m)]);
+    v.splice(idx..=idx + 1, [m.clone()]);
     l.retired.store(true, Ordering::Release);
     r.retired.store(true, Ordering::Release);
     *map = Arc::new(v);
+    drop(map);
+    // Both sides' files now belong to one region: it may have work.
+    shared.request_compaction(t.id, &m, false);
     Ok(merged)
 }
