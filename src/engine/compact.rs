@@ -425,7 +425,8 @@ impl Shared {
         }
     }
 
-    /// Monitor tick: queue expired-file drops and due major compactions.
+    /// Monitor tick: queue due major compactions and every region the
+    /// planner has work for.
     pub(crate) fn schedule_compactions(&self) {
         let now = self.opts.clock.now_ms();
         let period = self.opts.major_compaction_period_ms;
@@ -441,11 +442,11 @@ impl Shared {
                     self.request_compaction(t.id, r, true);
                     continue;
                 }
+                // Any work the planner sees: expired files to drop, and a
+                // backstop for a check that was lost (a job queued for a
+                // region that was split or merged before it ran).
                 let files = r.snapshot().files;
-                if matches!(
-                    plan_for(self, &t, &files, false),
-                    Some(Task::DropExpired(_))
-                ) {
+                if plan_for(self, &t, &files, false).is_some() {
                     self.request_compaction(t.id, r, false);
                 }
             }
