@@ -81,3 +81,34 @@ fn without_the_option_and_after_a_compaction_the_first_reads_miss() {
         "compaction output was put in the cache"
     );
 }
+
+/// Compaction output is handed to the kernel's read-ahead (it is in no
+/// cache after `O_DIRECT` writes), unless turned off; the blocks of the
+/// files it replaced leave the block cache when those files are deleted.
+#[test]
+fn compaction_output_is_read_ahead_and_replaced_files_leave_the_cache() {
+    for ahead in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Options {
+            readahead_new_files_bytes: if ahead { 1 << 30 } else { 0 },
+            ..opts(true)
+        };
+        let s = Store::open(dir.path(), o).unwrap();
+        fill(&s, 1_700_000_000_000);
+        let flushed = s.stats();
+        assert!(flushed.cache.bytes > 0, "the flush warmed nothing");
+        assert_eq!(flushed.files_read_ahead, 0, "a cached flush was read ahead");
+        let rows = read_all(&s);
+        s.compact("t", true).unwrap();
+        let st = s.stats();
+        assert!(st.hfiles >= 1);
+        assert_eq!(
+            st.cache.bytes, 0,
+            "blocks of the replaced file stayed in the cache"
+        );
+        // One output file per region.
+        let want = if ahead { st.hfiles as u64 } else { 0 };
+        assert_eq!(st.files_read_ahead, want);
+        assert_eq!(read_all(&s), rows);
+    }
+}

@@ -162,6 +162,11 @@ impl BlockCache {
         self.cache.insert((file_id, block, part), e);
     }
 
+    /// Drop one part of a block (nothing if it is not cached).
+    pub fn remove_part(&self, file_id: u64, block: u32, part: Part) {
+        self.cache.remove(&(file_id, block, part));
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

@@ -18,7 +18,8 @@ pub struct ServeArgs {
     /// TOML file with any of: dir, listen, http_listen, token, token_file,
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
-    /// memstore_global_mib, shutdown_flush, cache_flushed_blocks.
+    /// memstore_global_mib, shutdown_flush, cache_flushed_blocks,
+    /// readahead_new_files_mib.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -83,6 +84,12 @@ pub struct ServeArgs {
     /// output is never cached this way [default: true].
     #[arg(long, value_name = "BOOL")]
     cache_flushed_blocks: Option<bool>,
+    /// A new HFile not cached as it was written (compaction output) and at
+    /// most this big is read into the page cache by the kernel in the
+    /// background once published, so its first reads do not wait for the
+    /// disk; 0 turns it off [default: 256].
+    #[arg(long, value_name = "MIB")]
+    readahead_new_files_mib: Option<u64>,
     /// A region's memstore is flushed to an HFile at this size
     /// [default: 64].
     #[arg(long, value_name = "MIB")]
@@ -118,6 +125,7 @@ struct ServeFile {
     memstore_global_mib: Option<usize>,
     shutdown_flush: Option<bool>,
     cache_flushed_blocks: Option<bool>,
+    readahead_new_files_mib: Option<u64>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -180,6 +188,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(c) = a.cache_flushed_blocks.or(f.cache_flushed_blocks) {
         opts.cache_flushed_blocks = c;
+    }
+    if let Some(m) = a.readahead_new_files_mib.or(f.readahead_new_files_mib) {
+        opts.readahead_new_files_bytes = m.saturating_mul(1 << 20);
     }
     if let Some(m) = a.flush_threshold_mib.or(f.flush_threshold_mib) {
         opts.flush_threshold_bytes = m.saturating_mul(1 << 20);

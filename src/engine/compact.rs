@@ -326,6 +326,7 @@ pub fn own_files(shared: &Shared, t: &Table, r: &Region) -> Result<()> {
 
 /// Remove a published file that will not be recorded.
 fn discard(shared: &Shared, f: &HFileReader) {
+    f.evict_cached();
     if let Err(e) = shared.backend.remove_file(f.path()) {
         tracing::warn!(
             "could not remove unused {} (removed at next open): {e}",
@@ -344,6 +345,7 @@ pub fn sweep_graveyard(shared: &Shared) {
     };
     let mut dirs = HashSet::new();
     for f in ready {
+        f.evict_cached();
         match shared.backend.remove_file(f.path()) {
             Ok(()) => {
                 dirs.insert(f.path().parent().map(|p| p.to_path_buf()));

@@ -211,5 +211,9 @@ pub fn write_hfile(
         return Err(e);
     }
     let r = HFileReader::open_for_table(&dest, file_id, &t.schema, shared.cache.clone())?;
+    let ahead = shared.opts.readahead_new_files_bytes;
+    if !warm && ahead > 0 && r.len_bytes() <= ahead && r.advise_willneed() {
+        shared.files_read_ahead.fetch_add(1, Ordering::Relaxed);
+    }
     Ok(Arc::new(r))
 }

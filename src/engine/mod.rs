@@ -75,6 +75,8 @@ pub struct Shared {
     /// Writes that had to wait (write stall), and writes refused `Busy`.
     pub(crate) stalls: AtomicU64,
     pub(crate) busy: AtomicU64,
+    /// New files handed to the kernel's read-ahead.
+    pub(crate) files_read_ahead: AtomicU64,
     pub(crate) metrics: EngineMetrics,
     /// The device registry's in-memory index (the manifest holds it).
     devices: RwLock<devices::DeviceIndex>,
@@ -304,6 +306,9 @@ pub struct StoreStats {
     /// Writes that waited in a write stall, and writes refused with `Busy`.
     pub stalled_writes: u64,
     pub busy_writes: u64,
+    /// New HFiles handed to the kernel's read-ahead
+    /// (`Options::readahead_new_files_bytes`).
+    pub files_read_ahead: u64,
     pub cache: crate::cache::CacheStats,
 }
 
@@ -617,6 +622,7 @@ impl Store {
             cache: self.shared.cache.stats(),
             stalled_writes: self.shared.stalls.load(Ordering::Relaxed),
             busy_writes: self.shared.busy.load(Ordering::Relaxed),
+            files_read_ahead: self.shared.files_read_ahead.load(Ordering::Relaxed),
             ..Default::default()
         };
         for t in self.shared.tables_snapshot() {

@@ -155,6 +155,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         graveyard: Mutex::new(Vec::new()),
         stalls: AtomicU64::new(0),
         busy: AtomicU64::new(0),
+        files_read_ahead: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
         dir_lock: lock,

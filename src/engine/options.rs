@@ -120,6 +120,14 @@ pub struct Options {
     /// is not in the page cache either). Compaction output is not cached.
     /// Default true.
     pub cache_flushed_blocks: bool,
+    /// A new HFile that is not put into the block cache as it is written
+    /// (compaction output, or every file without `cache_flushed_blocks`)
+    /// and is at most this big is handed to the kernel's read-ahead once
+    /// published (`posix_fadvise(WILLNEED)`): with `direct_hfile_writes`
+    /// it is in no cache at all, and its first reads would each wait for
+    /// the disk. The kernel reads it in the background into the page
+    /// cache (reclaimable memory). 0 turns it off. Default 256 MiB.
+    pub readahead_new_files_bytes: u64,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
     /// Block cache capacity.
@@ -155,6 +163,7 @@ impl Default for Options {
             wal_syncs_in_flight: WAL_SYNCS_IN_FLIGHT_DEFAULT,
             direct_hfile_writes: true,
             cache_flushed_blocks: true,
+            readahead_new_files_bytes: 256 << 20,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_preallocate: true,
@@ -314,6 +323,7 @@ impl std::fmt::Debug for Options {
             .field("salvage_wal", &self.salvage_wal)
             .field("read_only", &self.read_only)
             .field("cache_flushed_blocks", &self.cache_flushed_blocks)
+            .field("readahead_new_files_bytes", &self.readahead_new_files_bytes)
             .finish()
     }
 }

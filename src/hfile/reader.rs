@@ -236,6 +236,36 @@ impl HFileReader {
     pub fn block_count(&self) -> usize {
         self.index.len()
     }
+
+    /// Drop every part of this file's blocks from the block cache (a file
+    /// being deleted: its entries would only take room until evicted).
+    pub fn evict_cached(&self) {
+        use crate::cache::PART_CELLS;
+        let fields = match self.info.encoding {
+            BlockEncoding::Rows => 0,
+            // A field is at least one byte wide.
+            BlockEncoding::Columnar => self
+                .table_fields
+                .as_ref()
+                .map_or(self.info.fields_width as usize, |f| f.len()),
+        };
+        let parts = [PART_CELLS, PART_HEADS, PART_KEYS, PART_SEQ]
+            .into_iter()
+            .chain((0..fields).map(|i| PART_FIELD_0.saturating_add(i as Part)));
+        let parts: Vec<Part> = parts.collect();
+        for b in 0..self.index.len() as u32 {
+            for &p in &parts {
+                self.cache.remove_part(self.file_id, b, p);
+            }
+        }
+    }
+
+    /// Ask the kernel to read the whole file into the page cache in the
+    /// background (`posix_fadvise(WILLNEED)`); false where that is not
+    /// available. Reads do not depend on it.
+    pub fn advise_willneed(&self) -> bool {
+        crate::io::advise_willneed(&self.file, self.len)
+    }
     pub fn index(&self) -> &[IndexEntry] {
         &self.index
     }

@@ -595,6 +595,12 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     );
     counter(
         &mut r,
+        "hfiles_read_ahead",
+        "New HFiles handed to the kernel's read-ahead after publication",
+        st.files_read_ahead,
+    );
+    counter(
+        &mut r,
         "block_cache_hits",
         "Block cache hits",
         st.cache.hits,

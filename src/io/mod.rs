@@ -159,3 +159,26 @@ pub fn select(choice: IoChoice) -> Result<BackendRef> {
         },
     }
 }
+
+/// Ask the kernel to read `len` bytes of `file` into the page cache in the
+/// background (`posix_fadvise(POSIX_FADV_WILLNEED)`). False where that is
+/// unavailable or refused; nothing depends on it but speed.
+pub fn advise_willneed(file: &std::fs::File, len: u64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let Ok(len) = libc::off_t::try_from(len) else {
+            return false;
+        };
+        #[allow(unsafe_code)]
+        // SAFETY: a syscall on a descriptor `file` keeps open; no memory
+        // is passed.
+        let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, len, libc::POSIX_FADV_WILLNEED) };
+        r == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (file, len);
+        false
+    }
+}

@@ -11,8 +11,12 @@ use crate::memstore::Memstore;
 use crate::read::prefetch::{Columns, Prefetcher, PREFETCH_BLOCKS_AHEAD};
 use std::sync::Arc;
 
-/// Cells copied from a memstore per refill.
+/// Cells copied from a memstore per refill: the first refill takes
+/// [`MEM_CHUNK_CELLS_MIN`], each next one twice as many up to
+/// [`MEM_CHUNK_CELLS`], so a read that stops early (a get, `latest`)
+/// copies a few cells, not a thousand.
 const MEM_CHUNK_CELLS: usize = 1024;
+const MEM_CHUNK_CELLS_MIN: usize = 4;
 
 /// A sorted stream of cells (key asc, seq desc).
 pub trait CellSource {
@@ -31,6 +35,8 @@ pub struct MemSource {
     buf: Vec<u8>,
     pos: usize,
     done: bool,
+    /// Cells the next refill may copy.
+    chunk: usize,
 }
 
 impl MemSource {
@@ -44,6 +50,7 @@ impl MemSource {
             buf: Vec::new(),
             pos: 0,
             done: false,
+            chunk: MEM_CHUNK_CELLS_MIN,
         };
         s.refill(None);
         s
@@ -54,7 +61,8 @@ impl MemSource {
         self.pos = 0;
         let n = self
             .mem
-            .copy_range(&self.lo, &self.hi, after, MEM_CHUNK_CELLS, &mut self.buf);
+            .copy_range(&self.lo, &self.hi, after, self.chunk, &mut self.buf);
+        self.chunk = (self.chunk * 2).min(MEM_CHUNK_CELLS);
         self.done = n == 0;
     }
 }
