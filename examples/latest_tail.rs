@@ -2,6 +2,7 @@
 //! tools/peerbench, settle it, then time `latest` lookups and report the
 //! tail with block-cache misses per lookup.
 use std::time::Instant;
+use telestore::query::{Kind, Params, Plan, Prepared};
 use telestore::testkit::{mix, readings_schema, Truck, Values};
 use telestore::{Durability, Options, Store};
 
@@ -54,6 +55,47 @@ fn main() {
         std::io::stdin().read_line(&mut l).unwrap();
     }
     let pick = |i: usize| mix(i as u64 ^ 1) % devices;
+    let last = t0 + (readings as i64 - 1) * 10_000;
+    let query = |p: &Params| {
+        let plan = Plan::resolve(&store, p, store.now_ms()).unwrap();
+        let mut n = 0u64;
+        Prepared::new(&store, plan)
+            .run(&store, &mut |b| {
+                n += b.num_rows() as u64;
+                Ok(())
+            })
+            .unwrap();
+        n
+    };
+    for pass in 0..2 {
+        let t = Instant::now();
+        let mut n = 0;
+        for i in 0..100 {
+            n += query(&Params {
+                kind: Kind::Range,
+                table: "r".into(),
+                device: Some(pick(i).to_string()),
+                from: Some(format!("{}ms", last - 86_400_000 + 1)),
+                to: Some(format!("{}ms", last + 1)),
+                ..Params::default()
+            });
+        }
+        let range = n as f64 / t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let w = query(&Params {
+            kind: Kind::Scan,
+            table: "r".into(),
+            from: Some(format!("{}ms", last - 3_600_000 + 1)),
+            to: Some(format!("{}ms", last + 1)),
+            ..Params::default()
+        });
+        let window = w as f64 / t.elapsed().as_secs_f64();
+        eprintln!(
+            "reads {pass}: ranges {n} rows at {:.2} M rows/s; window {w} rows at {:.2} M rows/s",
+            range / 1e6,
+            window / 1e6
+        );
+    }
     for pass in 0..3 {
         let mut lat = Vec::new();
         for i in 0..5000 {

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::hfile::writer::PCO_LEVEL_MINOR;
 use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
 use crate::manifest::{FileMeta, Record};
-use crate::memstore::Memstore;
+use crate::memstore::{Memstore, ALL_TIME};
 use crate::schema::BlockEncoding;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -131,7 +131,7 @@ fn write_file(shared: &Shared, t: &Table, mem: &Memstore) -> Result<Arc<HFileRea
         let mut after = None;
         loop {
             buf.clear();
-            if mem.copy_range(&lo, &hi, after, FLUSH_CHUNK_CELLS, &mut buf) == 0 {
+            if mem.copy_range(&lo, &hi, ALL_TIME, after, FLUSH_CHUNK_CELLS, &mut buf) == 0 {
                 return Ok(());
             }
             for c in buf.chunks_exact(width) {

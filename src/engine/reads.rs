@@ -154,7 +154,12 @@ impl Store {
         let mut sources: Vec<Box<dyn CellSource>> = Vec::new();
         for m in std::iter::once(&st.active).chain(st.frozen.iter()) {
             tombs.extend(m.range_tombstones());
-            sources.push(Box::new(MemSource::new(m.clone(), q.lo, q.hi)));
+            sources.push(Box::new(MemSource::new(
+                m.clone(),
+                q.lo,
+                q.hi,
+                (q.from, q.to),
+            )));
         }
         for f in &st.files {
             tombs.extend_from_slice(f.range_tombstones());
@@ -431,7 +436,7 @@ fn only_columnar_source(st: &TableState, q: &Query, read_seq: u64) -> Option<Arc
     let applies = |t: &RangeTombstone| t.seq <= read_seq && q.device.is_none_or(|d| t.device == d);
     let mut probe = Vec::new();
     for m in std::iter::once(&st.active).chain(st.frozen.iter()) {
-        if m.copy_range(&q.lo, &q.hi, None, 1, &mut probe) > 0
+        if m.copy_range(&q.lo, &q.hi, (q.from, q.to), None, 1, &mut probe) > 0
             || m.range_tombstones().iter().any(applies)
         {
             return None;

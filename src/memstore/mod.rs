@@ -14,6 +14,9 @@ use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
+/// A [`Memstore::copy_range`] window that skips nothing.
+pub const ALL_TIME: (i64, i64) = (i64::MIN, i64::MAX);
+
 /// Per-cell bookkeeping cost charged on top of the cell bytes.
 const CELL_OVERHEAD_BYTES: usize = 48;
 
@@ -251,43 +254,72 @@ impl Memstore {
         self.read().range_dels.clone()
     }
 
-    /// Copy up to `max` cells with keys in `[lo, hi]` that come after
-    /// `after` (exclusive, in cell order) into `out`, encoded as cells.
-    /// Returns the number copied.
+    /// Copy up to `max` cells with keys in `[lo, hi]` and timestamps in
+    /// `window` (inclusive) that come after `after` (exclusive, in cell
+    /// order) into `out`, encoded as cells. Returns the number copied.
+    /// Cells outside the window are skipped by seeking, not visited: past
+    /// a device's cells newer than the window to its first cell inside
+    /// it, and from its first cell older than the window to the next
+    /// device.
     pub fn copy_range(
         &self,
         lo: &RowKey,
         hi: &RowKey,
+        window: (i64, i64),
         after: Option<(RowKey, u64)>,
         max: usize,
         out: &mut Vec<u8>,
     ) -> usize {
         let g = self.read();
-        let start = match after {
+        let mut start = match after {
             Some((k, s)) => Edge::Excluded(mem_key(&k, s)),
             None => Edge::Included(mem_key(lo, u64::MAX)),
         };
-        let end = Edge::Included(mem_key(hi, 0));
-        let empty = match &start {
-            Edge::Excluded(s) => *s >= mem_key(hi, 0),
-            Edge::Included(s) => *s > mem_key(hi, 0),
-        };
-        if empty {
-            return 0;
-        }
+        let last = mem_key(hi, 0);
+        let (from, to) = window;
+        let whole = window == ALL_TIME;
         let zero = vec![0u8; self.fields_width];
         let mut n = 0;
-        for ((hi, lo, Reverse(seq)), (kind, off)) in g.map.range(start, end).take(max) {
-            let k = &row_key(hi, lo);
-            let fields = match kind {
-                CellKind::Put => {
-                    let o = *off as usize;
-                    &g.arena[o..o + self.fields_width]
-                }
-                CellKind::Delete => &zero[..],
+        'seek: while n < max {
+            let empty = match &start {
+                Edge::Excluded(s) => *s >= last,
+                Edge::Included(s) => *s > last,
             };
-            cell::push(out, k, seq, *kind, fields);
-            n += 1;
+            if empty {
+                break;
+            }
+            for ((khi, klo, Reverse(seq)), (kind, off)) in g.map.range(start, Edge::Included(last))
+            {
+                let k = &row_key(khi, klo);
+                if !whole {
+                    let ts = key::ts_of(k);
+                    if ts > to || ts < from {
+                        let d = key::device_of(k);
+                        start = match key::device_range(d, from, to) {
+                            // Newer than the window: to its first cell.
+                            Some((first, _)) if ts > to => {
+                                Edge::Included(mem_key(&first, u64::MAX))
+                            }
+                            // Older (or an empty window): past the device.
+                            _ => Edge::Excluded(mem_key(&key::encode(d, i64::MIN), 0)),
+                        };
+                        continue 'seek;
+                    }
+                }
+                let fields = match kind {
+                    CellKind::Put => {
+                        let o = *off as usize;
+                        &g.arena[o..o + self.fields_width]
+                    }
+                    CellKind::Delete => &zero[..],
+                };
+                cell::push(out, k, seq, *kind, fields);
+                n += 1;
+                if n == max {
+                    break 'seek;
+                }
+            }
+            break;
         }
         debug_assert!(out.len().is_multiple_of(CELL_HEAD_LEN + self.fields_width));
         n
@@ -316,7 +348,7 @@ mod tests {
         let mut after = None;
         loop {
             let start = out.len();
-            let n = m.copy_range(&lo, &hi, after, 4, &mut out);
+            let n = m.copy_range(&lo, &hi, ALL_TIME, after, 4, &mut out);
             if n == 0 {
                 break;
             }
@@ -331,5 +363,83 @@ mod tests {
         assert_eq!(at3[0].seq(), 11);
         assert_eq!(at3[1].seq(), 4);
         assert_eq!(m.max_seq(), 11);
+    }
+
+    /// Every cell of `m` in `[lo, hi]` and `window`, copied `chunk` at a
+    /// time.
+    fn copy_all(
+        m: &Memstore,
+        lo: &RowKey,
+        hi: &RowKey,
+        window: (i64, i64),
+        chunk: usize,
+    ) -> Vec<u8> {
+        let (mut out, mut after) = (Vec::new(), None);
+        let w = cell::cell_width(m.fields_width());
+        while m.copy_range(lo, hi, window, after, chunk, &mut out) > 0 {
+            let last = CellRef(&out[out.len() - w..]);
+            after = Some((*last.key(), last.seq()));
+        }
+        out
+    }
+
+    /// A window copy equals the full copy with the cells outside the
+    /// window removed: seeded devices, versions, deletes and windows,
+    /// every chunk size.
+    #[test]
+    fn a_window_copy_skips_exactly_the_cells_outside_it() {
+        let mut x = 0x5eed_u64;
+        let mut next = |n: u64| {
+            x = crate::testkit::mix(x);
+            x % n
+        };
+        for round in 0..40u64 {
+            let m = Memstore::new(8);
+            let mut buf = Vec::new();
+            for _ in 0..300 {
+                push_row(
+                    &mut buf,
+                    next(12),
+                    next(200) as i64 - 50,
+                    &round.to_le_bytes(),
+                );
+            }
+            m.insert_puts(1, &Batch::new(&buf, 24).unwrap());
+            let dels: Vec<(RowKey, u64)> = (0..20)
+                .map(|i| {
+                    (
+                        key::encode(DeviceId(next(12)), next(200) as i64 - 50),
+                        1000 + i,
+                    )
+                })
+                .collect();
+            m.insert_deletes(&dels);
+            let (a, b) = (next(220) as i64 - 60, next(220) as i64 - 60);
+            let window = (a.min(b), a.max(b));
+            let (lo, hi) = ([0u8; key::KEY_LEN], [0xffu8; key::KEY_LEN]);
+            let want: Vec<u8> = copy_all(&m, &lo, &hi, ALL_TIME, 1 << 20)
+                .chunks(35)
+                .filter(|c| (window.0..=window.1).contains(&CellRef(c).ts()))
+                .flatten()
+                .copied()
+                .collect();
+            for chunk in [1, 3, 1024] {
+                assert_eq!(
+                    copy_all(&m, &lo, &hi, window, chunk),
+                    want,
+                    "round {round} chunk {chunk}"
+                );
+            }
+            // One device's range, clipped by the same window.
+            let d = DeviceId(next(12));
+            let (dlo, dhi) = key::device_range(d, i64::MIN, i64::MAX).unwrap();
+            let one: Vec<u8> = want
+                .chunks(35)
+                .filter(|c| key::device_of(CellRef(c).key()) == d)
+                .flatten()
+                .copied()
+                .collect();
+            assert_eq!(copy_all(&m, &dlo, &dhi, window, 2), one);
+        }
     }
 }

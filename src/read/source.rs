@@ -31,6 +31,8 @@ pub struct MemSource {
     mem: Arc<Memstore>,
     lo: RowKey,
     hi: RowKey,
+    /// Timestamps outside it are skipped (the merge would drop them).
+    window: (i64, i64),
     width: usize,
     buf: Vec<u8>,
     pos: usize,
@@ -40,12 +42,14 @@ pub struct MemSource {
 }
 
 impl MemSource {
-    pub fn new(mem: Arc<Memstore>, lo: RowKey, hi: RowKey) -> Self {
+    /// Cells in `[lo, hi]` with timestamps in `window` (inclusive).
+    pub fn new(mem: Arc<Memstore>, lo: RowKey, hi: RowKey, window: (i64, i64)) -> Self {
         let width = cell::cell_width(mem.fields_width());
         let mut s = MemSource {
             mem,
             lo,
             hi,
+            window,
             width,
             buf: Vec::new(),
             pos: 0,
@@ -59,9 +63,14 @@ impl MemSource {
     fn refill(&mut self, after: Option<(RowKey, u64)>) {
         self.buf.clear();
         self.pos = 0;
-        let n = self
-            .mem
-            .copy_range(&self.lo, &self.hi, after, self.chunk, &mut self.buf);
+        let n = self.mem.copy_range(
+            &self.lo,
+            &self.hi,
+            self.window,
+            after,
+            self.chunk,
+            &mut self.buf,
+        );
         self.chunk = (self.chunk * 2).min(MEM_CHUNK_CELLS);
         self.done = n == 0;
     }
