@@ -30,7 +30,12 @@ fn main() {
     if !b.is_empty() {
         store.write("r", &b, Durability::Sync).unwrap();
     }
-    eprintln!("loaded in {:?}", t.elapsed());
+    let loaded = t.elapsed();
+    let _ = store.stats();
+    eprintln!(
+        "loaded in {loaded:?}, applied {:?} later",
+        t.elapsed() - loaded
+    );
     if settle {
         store.flush().unwrap();
         store.compact("r", true).unwrap();
@@ -68,6 +73,15 @@ fn main() {
         n
     };
     for pass in 0..2 {
+        let st = store.stats();
+        let regs = store.regions("r").unwrap();
+        eprintln!(
+            "before reads {pass}: {} hfiles, memstores {} MB, compactions running {}, queued {}",
+            st.hfiles,
+            st.memstore_bytes >> 20,
+            regs.iter().filter(|r| r.compaction_running).count(),
+            regs.iter().filter(|r| r.compaction_queued).count()
+        );
         let t = Instant::now();
         let mut n = 0;
         for i in 0..100 {

@@ -157,6 +157,13 @@ impl<V> CellMap<V> {
         self.devices.entry(o).or_default().insert(i, v);
     }
 
+    /// Cells that went to the devices' side trees (arrived out of
+    /// order).
+    #[cfg(test)]
+    pub fn side_cells(&self) -> usize {
+        self.devices.values().map(|c| c.rest.len()).sum()
+    }
+
     /// Cells from `lo` to `hi`, in key order.
     pub fn range(&self, lo: Edge, hi: Edge) -> impl Iterator<Item = (MemKey, &V)> + '_ {
         let (lo_o, lo_i) = lo.split();

@@ -172,7 +172,12 @@ impl Memstore {
         let mut g = self.write();
         let inner = &mut *g;
         inner.arena.reserve(rows.len() * width);
-        for r in rows {
+        // Descending: a device's rows of one batch then arrive oldest
+        // first (keys hold the reversed timestamp), so each one is below
+        // the device's smallest key and is a push onto its vector
+        // (`map::Cells`); ascending, every row after a device's first in
+        // the batch went the slow way (a search, then the side tree).
+        for r in rows.iter().rev() {
             let off = inner.arena.len() as u64;
             inner.arena.extend_from_slice(batch.fields(r.row as usize));
             inner.map.insert(r.mk, (CellKind::Put, off));
@@ -441,5 +446,30 @@ mod tests {
                 .collect();
             assert_eq!(copy_all(&m, &dlo, &dhi, window, 2), one);
         }
+    }
+
+    /// Readings arriving in time order, several per device in a batch,
+    /// are pushes onto the devices' vectors: nothing goes to the side
+    /// trees (the slow path).
+    #[test]
+    fn in_order_batches_with_several_rows_per_device_stay_on_the_fast_path() {
+        let m = Memstore::new(8);
+        let mut seq = 1;
+        for round in 0..20i64 {
+            let mut buf = Vec::new();
+            for d in 0..30u64 {
+                for ts in [round * 3, round * 3 + 1, round * 3 + 2] {
+                    push_row(&mut buf, d, ts, &ts.to_le_bytes());
+                }
+            }
+            let b = Batch::new(&buf, 24).unwrap();
+            m.insert_puts(seq, &b);
+            seq += b.len() as u64;
+        }
+        assert_eq!(m.read().map.side_cells(), 0);
+        let (lo, hi) = key::device_range(DeviceId(7), 0, 59).unwrap();
+        let got = copy_all(&m, &lo, &hi, ALL_TIME, 7);
+        let ts: Vec<i64> = got.chunks(35).map(|c| CellRef(c).ts()).collect();
+        assert_eq!(ts, (0..60).rev().collect::<Vec<_>>());
     }
 }
