@@ -378,3 +378,58 @@ fn a_window_that_misses_a_block_decodes_none_of_its_fields() {
     );
     store.close().unwrap();
 }
+
+/// A windowed scan leaves blocks whose keys are cached but not their
+/// fields; `latest` on such a block reads its run heads instead of
+/// decoding every field of it for one row.
+#[test]
+fn latest_on_a_block_with_only_its_keys_cached_decodes_no_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Options::default());
+    let opts = TableOptions {
+        encoding: BlockEncoding::Columnar,
+        regions: 1,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("c", opts)).unwrap();
+    // 8 devices × 5,000 readings in blocks of 4,096 rows: a device's
+    // newest readings and another's oldest share no block but some.
+    let mut rows = Vec::new();
+    for d in 0..8u64 {
+        for i in 0..5_000i64 {
+            telestore::schema::batch::push_row(
+                &mut rows,
+                d,
+                T0 + i * 1000,
+                &small_fields(i as u64),
+            );
+        }
+    }
+    store.write("c", &rows, Durability::Sync).unwrap();
+    store.flush().unwrap();
+    store.compact("c", true).unwrap();
+    store.close().unwrap();
+    let store = open(dir.path(), Options::default());
+    // The oldest ten readings of every device, over the whole table.
+    let (from, to) = (T0, T0 + 9 * 1000);
+    let mut n = 0;
+    store
+        .scan_pieces("c", None, from, to, &[0, 1, 2], |p| {
+            if let Piece::Run(r) = p {
+                n += r.len();
+            }
+            true
+        })
+        .unwrap();
+    assert_eq!(n, 80);
+    let before = store.stats().cache.bytes;
+    for d in 0..8u64 {
+        let r = store.latest("c", d, 1).unwrap();
+        assert_eq!(r[0].ts, T0 + 4_999 * 1000);
+        assert_eq!(r[0].fields, small_fields(4_999));
+    }
+    // Run heads are a cell a run; one block's fields are 17 bytes a row.
+    let grown = store.stats().cache.bytes - before;
+    assert!(grown < 4_096 * 8, "cache grew by {grown} bytes");
+    store.close().unwrap();
+}

@@ -162,6 +162,12 @@ impl BlockCache {
         self.cache.insert((file_id, block, part), e);
     }
 
+    /// Count a miss that did not go through [`BlockCache::get_or_load_part`]
+    /// (parts of a block decoded beside a cached one).
+    pub fn count_miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Drop one part of a block (nothing if it is not cached).
     pub fn remove_part(&self, file_id: u64, block: u32, part: Part) {
         self.cache.remove(&(file_id, block, part));

@@ -314,7 +314,10 @@ impl HFileReader {
     pub fn block_heads(&self, i: usize) -> Result<Option<Arc<Vec<u8>>>> {
         // A rows file has no columnar blocks (version 1) or only those a
         // test mixed in: reading its block twice would cost a rows read.
-        let cached = self.cache.contains(self.file_id, i as u32) || self.keys_cached(i);
+        // Heads are skipped only where the whole block is a cache hit: with
+        // just its keys cached (a windowed scan skipped its fields), the
+        // read would decode every field of the block for one row.
+        let cached = self.cache.contains(self.file_id, i as u32) || self.columns_cached(i);
         if self.info.encoding == BlockEncoding::Rows || cached {
             return Ok(None);
         }
@@ -413,7 +416,11 @@ impl HFileReader {
         if !missing.is_empty() || seq_missing {
             let b = match read {
                 Some(b) => b,
-                None => self.read_block(i)?,
+                None => {
+                    // Keys were a hit, but the block is read again.
+                    self.cache.count_miss();
+                    self.read_block(i)?
+                }
             };
             let want = Want {
                 keys: false,
@@ -440,6 +447,16 @@ impl HFileReader {
     /// Are block `i`'s keys in the cache as columns (counts nothing)?
     pub fn keys_cached(&self, i: usize) -> bool {
         self.cache.contains_part(self.file_id, i as u32, PART_KEYS)
+    }
+
+    /// Are block `i`'s keys, sequence numbers and every field of the table
+    /// cached (what a merging read of it uses)?
+    pub fn columns_cached(&self, i: usize) -> bool {
+        let Some(all) = self.columnar_fields() else {
+            return false;
+        };
+        let has = |p| self.cache.contains_part(self.file_id, i as u32, p);
+        has(PART_KEYS) && has(PART_SEQ) && all.iter().all(|s| has(field_part(s)))
     }
 
     /// Put decoded parts into the cache (`slots`: the fields decoded);

@@ -6,7 +6,7 @@
 //! slices of the decoded columns, one device run at a time, never as
 //! row-major cells. Only the fields asked for are decoded.
 
-use super::prefetch::{Columns, Prefetcher, Wanted, PREFETCH_BLOCKS_AHEAD};
+use super::prefetch::{Columns, Prefetcher, ScanAlive, Wanted, PREFETCH_BLOCKS_AHEAD};
 use super::{RowView, Visibility};
 use crate::error::Result;
 use crate::hfile::columnar::RUN_KEY_LEN;
@@ -139,6 +139,7 @@ pub fn scan_file(
     };
     let idx = file.index();
     let mut i = file.seek_block(lo);
+    let alive = ScanAlive::default();
     // Blocks before this one were handed to the read-ahead workers.
     let mut ahead = i + 1;
     let mut state = KeyState::default();
@@ -154,7 +155,7 @@ pub fn scan_file(
                         seq: false,
                         wanted: Some(wanted.clone()),
                     };
-                    p.request(file, ahead, Some(columns));
+                    p.request(file, ahead, Some(columns), &alive);
                 }
                 ahead += 1;
             }

@@ -2,12 +2,14 @@
 //! HFile, worker threads verify and decompress the next blocks of its range
 //! into the block cache, so a cold scan uses every core. Best effort: a
 //! full queue drops requests, an error is left for the scan to meet when it
-//! reads that block itself (the cache deduplicates in-flight loads).
+//! reads that block itself (the cache deduplicates in-flight loads), and a
+//! request whose scan has ended (stopped early, or done) is skipped: a
+//! finished read leaves no decoding behind to compete with the next ones.
 
 use crate::hfile::columns::{BlockKeys, FieldSlot};
 use crate::hfile::HFileReader;
 use crossbeam_channel::{bounded, Sender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 /// Blocks requested ahead of the one a scan is reading.
@@ -15,9 +17,13 @@ pub const PREFETCH_BLOCKS_AHEAD: usize = 8;
 /// Requests queued at most.
 const QUEUE_REQUESTS_MAX: usize = 256;
 
-/// One block to load: the file, the block's index, and the fields to
-/// decode as columns (`None`: the block's cells).
-type Request = (Arc<HFileReader>, usize, Option<Columns>);
+/// One block to load: the file, the block's index, the fields to decode
+/// as columns (`None`: the block's cells), and its scan (gone: skip it).
+type Request = (Arc<HFileReader>, usize, Option<Columns>, Weak<()>);
+
+/// Held by a scan while it runs; its requests are skipped once it is
+/// dropped.
+pub type ScanAlive = Arc<()>;
 
 /// Whether a block's fields are wanted, seen its keys.
 pub type Wanted = Arc<dyn Fn(&BlockKeys) -> bool + Send + Sync>;
@@ -49,7 +55,10 @@ impl Prefetcher {
             let h = std::thread::Builder::new()
                 .name(format!("telestore-readahead-{i}"))
                 .spawn(move || {
-                    while let Ok((file, block, slots)) = rx.recv() {
+                    while let Ok((file, block, slots, alive)) = rx.recv() {
+                        if alive.strong_count() == 0 {
+                            continue;
+                        }
                         let _ = match slots {
                             None => file.block(block).map(drop),
                             Some(c) => {
@@ -80,11 +89,18 @@ impl Prefetcher {
     }
 
     /// Ask for `block` of `file` to be loaded into the cache: its cells,
-    /// or (with `columns`) its keys and those fields as columns.
-    pub fn request(&self, file: &Arc<HFileReader>, block: usize, columns: Option<Columns>) {
+    /// or (with `columns`) its keys and those fields as columns; skipped
+    /// if `scan` is dropped before a worker gets to it.
+    pub fn request(
+        &self,
+        file: &Arc<HFileReader>,
+        block: usize,
+        columns: Option<Columns>,
+        scan: &ScanAlive,
+    ) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = tx.as_ref() {
-            match tx.try_send((file.clone(), block, columns)) {
+            match tx.try_send((file.clone(), block, columns, Arc::downgrade(scan))) {
                 Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
             }
         }

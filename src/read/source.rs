@@ -8,7 +8,7 @@ use crate::hfile::columns::BlockColumns;
 use crate::hfile::HFileReader;
 use crate::key::{RowKey, KEY_LEN};
 use crate::memstore::Memstore;
-use crate::read::prefetch::{Columns, Prefetcher, PREFETCH_BLOCKS_AHEAD};
+use crate::read::prefetch::{Columns, Prefetcher, ScanAlive, PREFETCH_BLOCKS_AHEAD};
 use std::sync::Arc;
 
 /// Cells copied from a memstore per refill: the first refill takes
@@ -108,6 +108,8 @@ pub struct FileSource {
     prefetch: Option<Arc<Prefetcher>>,
     /// Blocks before this one were already requested from the prefetcher.
     prefetched_to: usize,
+    /// Requests still queued when this source is dropped are skipped.
+    alive: ScanAlive,
     /// Put blocks read from disk into the block cache (not for bulk reads).
     cache: bool,
     /// Every cell of the current block is at or below `hi`: no per-cell
@@ -182,6 +184,7 @@ impl FileSource {
             pos: 0,
             prefetch,
             prefetched_to: 0,
+            alive: ScanAlive::default(),
             cache,
             block_inside: false,
             heads: false,
@@ -312,7 +315,7 @@ impl FileSource {
                 seq: true,
                 wanted: None,
             });
-            p.request(&self.file, j, columns);
+            p.request(&self.file, j, columns, &self.alive);
             self.prefetched_to = j + 1;
         }
     }
