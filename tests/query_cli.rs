@@ -441,6 +441,9 @@ fn http_query_and_export_endpoints() {
     .call()
     .unwrap();
     assert_eq!(r.content_type(), "application/vnd.apache.arrow.stream");
+    // Longer than a chunk (64 KiB): streamed.
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(r.header("content-length"), None);
     let reader = arrow_ipc::reader::StreamReader::try_new(r.into_reader(), None).unwrap();
     let schema = reader.schema();
     assert_eq!(schema.metadata()["telestore.table"], TABLE);
@@ -454,7 +457,11 @@ fn http_query_and_export_endpoints() {
     .call()
     .unwrap();
     assert_eq!(r.content_type(), "application/json");
-    let v: serde_json::Value = serde_json::from_str(&r.into_string().unwrap()).unwrap();
+    // A small answer is sent whole, with its length.
+    let len: usize = r.header("content-length").unwrap().parse().unwrap();
+    let text = r.into_string().unwrap();
+    assert_eq!(text.len(), len);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[0]["device"], "dev-3");
 

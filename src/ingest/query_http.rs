@@ -3,9 +3,11 @@
 //! [`Params`]); the response streams as it is produced — an Arrow IPC
 //! stream by default, or `format=json|jsonl|csv|table` (also chosen by
 //! `Accept: application/json`). A bad parameter is a `400` with
-//! `{"code", "message", "arg"}` before any row is sent; an error after
-//! rows were sent aborts the response, so a client never takes a cut
-//! stream for a complete one.
+//! `{"code", "message", "arg"}`; so is any error before the first chunk
+//! (64 KiB) of the answer is complete. An answer that fits in one chunk
+//! is sent whole, with a `Content-Length`; a longer one streams, and an
+//! error after rows were streamed aborts the response, so a client never
+//! takes a cut stream for a complete one.
 
 use super::http::HttpState;
 use crate::error::Error;
@@ -59,17 +61,34 @@ fn format_of(p: &Params, headers: &HeaderMap) -> Result<Format, Error> {
     })
 }
 
-/// Sends what is written to it as body chunks; fails once the client is
-/// gone, which stops the query.
+/// How a response starts, told by the query thread: an error before any
+/// byte (a proper status), the whole answer (it fitted in one chunk: sent
+/// with a length, no stream), or a stream whose chunks follow.
+enum Start {
+    Failed(Error),
+    Whole(Bytes),
+    Streaming,
+}
+
+/// Gathers what is written to it; once a chunk is full it starts the
+/// stream and sends body chunks, failing once the client is gone (which
+/// stops the query).
 struct ChunkWriter {
+    start: Option<tokio::sync::oneshot::Sender<Start>>,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     buf: Vec<u8>,
+    /// False: keep the whole answer and send it at the end (a query run
+    /// on the connection's thread, where nothing drains the stream yet).
+    stream: bool,
 }
 
 impl ChunkWriter {
     fn send(&mut self) -> std::io::Result<()> {
         if self.buf.is_empty() {
             return Ok(());
+        }
+        if let Some(start) = self.start.take() {
+            let _ = start.send(Start::Streaming);
         }
         let chunk = Bytes::from(std::mem::replace(
             &mut self.buf,
@@ -79,18 +98,30 @@ impl ChunkWriter {
             .blocking_send(Ok(chunk))
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))
     }
+
+    /// The end of the answer: all of it when nothing was streamed yet.
+    fn finish(mut self) -> std::io::Result<()> {
+        match self.start.take() {
+            Some(start) => {
+                let _ = start.send(Start::Whole(Bytes::from(std::mem::take(&mut self.buf))));
+                Ok(())
+            }
+            None => self.send(),
+        }
+    }
 }
 
 impl Write for ChunkWriter {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         self.buf.extend_from_slice(b);
-        if self.buf.len() >= CHUNK_BYTES {
+        if self.stream && self.buf.len() >= CHUNK_BYTES {
             self.send()?;
         }
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.send()
+        // Chunks leave when full or at the end (`finish`).
+        Ok(())
     }
 }
 
@@ -120,40 +151,77 @@ pub async fn export(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) ->
     }
 }
 
+/// A query that reads a few rows (`latest` of one device, at most
+/// [`SMALL_ROWS`]): it runs on the connection's thread
+/// (`block_in_place`), saving the two thread hand-offs of a blocking task,
+/// most of such a query's time.
+fn is_small(p: &Params) -> bool {
+    p.kind == Kind::Latest
+        && p.device.is_some()
+        && p.devices.is_none()
+        && p.where_.is_none()
+        && p.n.unwrap_or(1) <= SMALL_ROWS
+}
+
+/// Rows of a query small enough to run on the connection's thread.
+const SMALL_ROWS: u64 = 100;
+
 async fn respond(s: HttpState, headers: HeaderMap, p: Params) -> Response {
     let format = match format_of(&p, &headers) {
         Ok(f) => f,
         Err(e) => return query_error(&e),
     };
-    let store = s.store.clone();
-    let prepared = tokio::task::spawn_blocking(move || {
-        let plan = Plan::resolve(&store, &p, store.now_ms())?;
-        Ok::<_, Error>(Prepared::new(&store, plan))
-    })
-    .await;
-    let prepared = match prepared {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => return query_error(&e),
-        Err(e) => return query_error(&Error::invalid("query", e.to_string())),
-    };
+    let (start_tx, start_rx) = tokio::sync::oneshot::channel();
     let (tx, rx) = mpsc::channel(CHUNKS_AHEAD);
     let store = s.store.clone();
-    tokio::task::spawn_blocking(move || {
-        let w = ChunkWriter {
+    let small = is_small(&p);
+    // One blocking hop plans and runs the query; a small one runs here.
+    let run = move || {
+        let mut w = ChunkWriter {
+            start: Some(start_tx),
             tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK_BYTES),
+            buf: Vec::new(),
+            stream: !small,
         };
         let res = (|| {
-            let mut printer = Printer::new(format, prepared.schema(), w)?;
+            let plan = Plan::resolve(&store, &p, store.now_ms())?;
+            let prepared = Prepared::new(&store, plan);
+            let mut printer = Printer::new(format, prepared.schema(), &mut w)?;
             prepared.run(&store, &mut |b| printer.write(&b))?;
-            let mut w = printer.finish()?;
-            w.flush().map_err(|e| Error::io("response", e))
+            printer.finish()?;
+            Ok::<_, Error>(())
         })();
-        if let Err(e) = res {
-            tracing::warn!("query response aborted: {e}");
-            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        match res {
+            Ok(()) => {
+                if let Err(e) = w.finish() {
+                    tracing::warn!("query response aborted: {e}");
+                }
+            }
+            Err(e) => match w.start.take() {
+                // Nothing sent yet: the client gets the error's status.
+                Some(start) => {
+                    let _ = start.send(Start::Failed(e));
+                }
+                None => {
+                    tracing::warn!("query response aborted: {e}");
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                }
+            },
         }
-    });
-    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
+    };
+    if small {
+        tokio::task::block_in_place(run);
+    } else {
+        tokio::task::spawn_blocking(run);
+    }
+    let content_type = [(header::CONTENT_TYPE, format.content_type())];
+    match start_rx.await {
+        Ok(Start::Whole(b)) => (content_type, b).into_response(),
+        Ok(Start::Streaming) => {
+            let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+            (content_type, body).into_response()
+        }
+        Ok(Start::Failed(e)) => query_error(&e),
+        Err(_) => query_error(&Error::invalid("query", "the query thread stopped")),
+    }
 }

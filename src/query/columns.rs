@@ -193,6 +193,19 @@ impl Col {
         }
     }
 
+    fn reserve(&mut self, n: usize) {
+        match self {
+            Col::F64(v) => v.reserve(n),
+            Col::F32(v) => v.reserve(n),
+            Col::I64(v) => v.reserve(n),
+            Col::I32(v) => v.reserve(n),
+            Col::U64(v) => v.reserve(n),
+            Col::U32(v) => v.reserve(n),
+            // Grows as it goes (bits: little to copy).
+            Col::Bool(_) => {}
+        }
+    }
+
     fn finish(&mut self) -> ArrayRef {
         match self {
             Col::F64(v) => Arc::new(Float64Array::from(std::mem::take(v))),
@@ -218,20 +231,37 @@ pub struct RowBatcher {
 }
 
 impl RowBatcher {
-    pub fn new(layout: Arc<RowLayout>, cap: usize) -> Self {
+    /// Batches of at most `cap` rows; `expected` (when known: `latest`, a
+    /// `limit`) bounds the first batch's allocation, which is otherwise
+    /// `cap` rows (a `latest` of one row allocated 65,536).
+    pub fn new(layout: Arc<RowLayout>, cap: usize, expected: Option<u64>) -> Self {
+        let first = expected.map_or(cap, |e| (e.min(cap as u64) as usize).max(1));
         let cols = layout
             .fields
             .iter()
-            .map(|(f, _)| Col::new(f.ty, cap))
+            .map(|(f, _)| Col::new(f.ty, first))
             .collect();
         RowBatcher {
             layout,
             cap,
-            device_ids: Vec::with_capacity(cap),
+            device_ids: Vec::with_capacity(first),
             device_keys: Vec::new(),
-            ts: Vec::with_capacity(cap),
+            ts: Vec::with_capacity(first),
             cols,
             last: None,
+        }
+    }
+
+    /// Room for a whole batch, once a taken batch left the builders
+    /// empty (more rows came: a batch's worth is likely).
+    fn reserve(&mut self) {
+        if self.ts.capacity() > 0 {
+            return;
+        }
+        self.device_ids.reserve(self.cap);
+        self.ts.reserve(self.cap);
+        for c in &mut self.cols {
+            c.reserve(self.cap);
         }
     }
 
@@ -245,6 +275,7 @@ impl RowBatcher {
 
     /// Add a row; returns true when the batch is full.
     pub fn push(&mut self, r: &RowView<'_>) -> bool {
+        self.reserve();
         let id = r.device.0;
         self.device_ids.push(id);
         if let Some(d) = &self.layout.devices {
@@ -269,6 +300,7 @@ impl RowBatcher {
     /// order), as many as fit; returns how many were taken. The batch is
     /// full when that is fewer than offered.
     pub fn push_run(&mut self, r: &RunSlice<'_>, from: usize) -> usize {
+        self.reserve();
         let n = (r.len() - from).min(self.cap - self.ts.len());
         let id = r.device.0;
         self.device_ids.extend(std::iter::repeat_n(id, n));
@@ -295,14 +327,13 @@ impl RowBatcher {
             return None;
         }
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.cols.len() + 3);
-        cols.push(Arc::new(UInt64Array::from(std::mem::replace(
+        cols.push(Arc::new(UInt64Array::from(std::mem::take(
             &mut self.device_ids,
-            Vec::with_capacity(self.cap),
         ))));
         if let Some(d) = &self.layout.devices {
             cols.push(d.array_of(std::mem::take(&mut self.device_keys)));
         }
-        let ts = std::mem::replace(&mut self.ts, Vec::with_capacity(self.cap));
+        let ts = std::mem::take(&mut self.ts);
         cols.push(Arc::new(
             TimestampMillisecondArray::from(ts).with_timezone("UTC"),
         ));

@@ -135,7 +135,7 @@ impl Prepared {
         let mut failed: Option<Error> = None;
         let rows_read = match shape {
             Shape::Rows(layout) => {
-                let mut batcher = RowBatcher::new(layout, plan.batch_rows);
+                let mut batcher = RowBatcher::new(layout, plan.batch_rows, plan.max_rows());
                 let limit = plan.limit.unwrap_or(u64::MAX);
                 let mut n = 0u64;
                 let mut emit = |batcher: &mut RowBatcher| -> bool {

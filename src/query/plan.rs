@@ -92,6 +92,19 @@ pub struct Plan {
 pub const LATEST_MAX: u64 = 1_000_000;
 
 impl Plan {
+    /// The most rows a row query can return, when the plan says: `limit`,
+    /// or `n` per device for `latest` of listed devices.
+    pub fn max_rows(&self) -> Option<u64> {
+        let latest = match (&self.kind, &self.devices) {
+            (Kind::Latest, Devices::Some(ids)) => Some(self.n as u64 * ids.len() as u64),
+            _ => None,
+        };
+        match (latest, self.limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Check `p` against `store` at time `now_ms`.
     pub fn resolve(store: &Store, p: &Params, now_ms: i64) -> Result<Plan> {
         let schema = store.schema(&p.table).map_err(|e| match e {

@@ -110,6 +110,9 @@ pub struct FileSource {
     prefetched_to: usize,
     /// Requests still queued when this source is dropped are skipped.
     alive: ScanAlive,
+    /// A read that usually stops at its first row asks for no read-ahead
+    /// until it leaves this block (its first).
+    quiet_block: Option<usize>,
     /// Put blocks read from disk into the block cache (not for bulk reads).
     cache: bool,
     /// Every cell of the current block is at or below `hi`: no per-cell
@@ -185,6 +188,7 @@ impl FileSource {
             prefetch,
             prefetched_to: 0,
             alive: ScanAlive::default(),
+            quiet_block: heads.then_some(block_idx),
             cache,
             block_inside: false,
             heads: false,
@@ -303,6 +307,9 @@ impl FileSource {
 
     fn read_ahead(&mut self) {
         let Some(p) = &self.prefetch else { return };
+        if self.quiet_block == Some(self.block_idx) {
+            return;
+        }
         let idx = self.file.index();
         let from = self.prefetched_to.max(self.block_idx + 1);
         let to = (self.block_idx + 1 + PREFETCH_BLOCKS_AHEAD).min(idx.len());
