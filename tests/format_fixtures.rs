@@ -104,6 +104,9 @@ fn hfile_path() -> PathBuf {
 fn manifest_v3_path() -> PathBuf {
     fixtures().join("manifest_v3/MANIFEST")
 }
+fn manifest_v4_path() -> PathBuf {
+    fixtures().join("manifest_v4/MANIFEST")
+}
 
 fn manifest_path() -> PathBuf {
     store_dir().join("MANIFEST")
@@ -1331,7 +1334,7 @@ fn manifest_follows_the_spec() {
     let b = read(&manifest_path());
     assert_eq!(b.len(), MANIFEST_LEN);
     assert_eq!(&b[0..4], b"TSMF");
-    assert_eq!(u32_at(&b, 4), 4, "manifest version");
+    assert_eq!(u32_at(&b, 4), 5, "manifest version");
     assert_eq!(u32_at(&b, 8), crc32c::crc32c(&b[0..8]));
     let recs = hand_records(&b);
     assert_eq!(recs.len(), 4);
@@ -1683,9 +1686,9 @@ fn manifest_corruption_is_handled_as_specified() {
         "manifest header CRC: {r:?}"
     );
     // Other versions are refused: v1 (tables without regions), v2 (no
-    // device registry; a v4 reader does not read it) and later ones. (v3
-    // is read: `manifest_v3_is_read_and_upgraded`.)
-    for v in [1u8, 2, 5] {
+    // device registry; a v5 reader does not read it) and later ones. (v3
+    // and v4 are read: `older_manifests_are_read_and_upgraded`.)
+    for v in [1u8, 2, 6] {
         let (r, _) = open_manifest_changed(|b| {
             b[4] = v;
             let c = crc32c::crc32c(&b[0..8]);
@@ -1855,31 +1858,92 @@ fn manifest_table_encoding_record_is_applied() {
 }
 
 #[test]
-fn manifest_v3_is_read_and_upgraded() {
-    // The fixture as version 3 wrote it: the same records, table options
-    // without the encoding byte.
+fn older_manifests_are_read_and_upgraded() {
+    // The fixture as version 3 wrote it (table options without the
+    // encoding byte) and as version 4 wrote it (the same bytes as v5 but
+    // the header's version and CRC).
     let v3 = read(&manifest_v3_path());
     assert_eq!((v3.len(), u32_at(&v3, 4)), (MANIFEST_LEN - 1, 3));
-    assert_eq!(fuzz_decode_manifest(&v3).unwrap(), 4);
+    let v4 = read(&manifest_v4_path());
+    assert_eq!((v4.len(), u32_at(&v4, 4)), (MANIFEST_LEN, 4));
+    assert_eq!(v4[12..], read(&manifest_path())[12..]);
     let want = Manifest::open_read_only(&store_dir(), Arc::new(StdBackend)).unwrap();
+    for (v, old) in [(3, v3), (4, v4)] {
+        assert_eq!(fuzz_decode_manifest(&old).unwrap(), 4, "v{v}");
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("MANIFEST");
+        std::fs::write(&p, &old).unwrap();
+        let m = Manifest::open_read_only(tmp.path(), Arc::new(StdBackend)).unwrap();
+        assert_eq!(m.state(), want.state(), "v{v} reads as the v5 fixture");
+        drop(m);
+        assert_eq!(read(&p), old, "v{v}: a read-only open changes nothing");
+        let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+        assert_eq!(m.state(), want.state());
+        drop(m);
+        let b = read(&p);
+        assert_eq!(
+            u32_at(&b, 4),
+            5,
+            "v{v}: a read-write open rewrites it as v5"
+        );
+        assert!(
+            fuzz_decode_manifest(&b).unwrap() >= 4,
+            "a snapshot of the state"
+        );
+        let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+        assert_eq!(m.state(), want.state(), "v{v}: and it reads back the same");
+    }
+}
+
+/// Payload of a `WalDir` record (manifest.md, tag 8), by hand.
+fn wal_dir_payload(path: &str) -> Vec<u8> {
+    let mut p = vec![8u8];
+    push_str(&mut p, path);
+    p
+}
+
+#[test]
+fn manifest_wal_dir_record_is_applied_kept_in_snapshots_and_checked() {
+    let path = "/mnt/fast/wal";
+    let rec = hand_record(&wal_dir_payload(path));
+    assert_eq!(rec.len(), 12 + 1 + 2 + path.len());
+    match decode_framed(&rec) {
+        Framed::Record(r, n) => {
+            assert_eq!(n, rec.len());
+            assert_eq!(r, Record::WalDir { path: path.into() });
+            let mut enc = Vec::new();
+            r.encode(&mut enc);
+            assert_eq!(enc, rec, "the crate encodes the hand-built bytes");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A version-4 decoder refuses tag 8.
+    assert!(matches!(
+        telestore::manifest::record::decode_framed_v(&rec, 4),
+        Framed::Invalid(_)
+    ));
+    let (r, len) = open_manifest_changed(|b| b.extend(&rec));
+    assert_eq!(r.unwrap().wal_dir.as_deref(), Some(path));
+    assert_eq!(len, (MANIFEST_LEN + rec.len()) as u64);
+    // A snapshot keeps it, right after the FileIdFloor.
     let tmp = tempfile::tempdir().unwrap();
-    let p = tmp.path().join("MANIFEST");
-    std::fs::write(&p, &v3).unwrap();
+    let mut b = read(&manifest_path());
+    b.extend(&rec);
+    std::fs::write(tmp.path().join("MANIFEST"), &b).unwrap();
+    let mut m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
+    m.rewrite().unwrap();
+    drop(m);
+    let snap = read(&tmp.path().join("MANIFEST"));
+    let recs = hand_records(&snap);
+    assert_eq!(recs[0].1[0], 3, "FileIdFloor first");
+    assert_eq!(recs[1].1, wal_dir_payload(path));
     let m = Manifest::open_read_only(tmp.path(), Arc::new(StdBackend)).unwrap();
-    assert_eq!(m.state(), want.state(), "v3 reads as the v4 fixture");
-    drop(m);
-    assert_eq!(read(&p), v3, "a read-only open changes nothing");
-    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
-    assert_eq!(m.state(), want.state());
-    drop(m);
-    let b = read(&p);
-    assert_eq!(u32_at(&b, 4), 4, "a read-write open rewrites it as v4");
-    assert!(
-        fuzz_decode_manifest(&b).unwrap() >= 4,
-        "a snapshot of the state"
-    );
-    let m = Manifest::open(tmp.path(), Arc::new(StdBackend)).unwrap();
-    assert_eq!(m.state(), want.state(), "and it reads back the same");
+    assert_eq!(m.state().wal_dir.as_deref(), Some(path));
+    // A relative or empty path is a corrupt edit.
+    for bad in ["relative/wal", ""] {
+        let (r, _) = open_manifest_changed(|b| b.extend(hand_record(&wal_dir_payload(bad))));
+        assert_edit_corrupt_at(r, MANIFEST_LEN as u64, bad);
+    }
 }
 
 #[test]
@@ -2200,9 +2264,10 @@ fn fixture_store_directory_opens_and_reads() {
     let inside = hand_record(&split_payload(1, &hand_key(DEVICE, T0_MS), 2, 3));
     let merge = hand_record(&merge_payload(2, 3, 4));
     let columnar = hand_record(&encoding_payload(TABLE_ID, 1));
-    let variants: [(&str, Vec<u8>, &[u32]); 6] = [
+    let variants: [(&str, Vec<u8>, &[u32]); 7] = [
         ("as written", base.clone(), &[0, 1]),
         ("version 3", read(&manifest_v3_path()), &[0, 1]),
+        ("version 4", read(&manifest_v4_path()), &[0, 1]),
         ("now columnar", [&base[..], &columnar].concat(), &[0, 1]),
         ("split at c000", [&base[..], &mid].concat(), &[0, 2, 3]),
         (
@@ -2248,8 +2313,8 @@ fn fixture_store_directory_opens_and_reads() {
         let m = read(&dir.join("MANIFEST"));
         assert_eq!(
             u32_at(&m, 4),
-            4,
-            "{what}: a read-write open leaves version 4"
+            5,
+            "{what}: a read-write open leaves version 5"
         );
     }
 }

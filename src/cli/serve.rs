@@ -19,7 +19,7 @@ pub struct ServeArgs {
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
     /// memstore_global_mib, shutdown_flush, cache_flushed_blocks,
-    /// readahead_new_files_mib.
+    /// readahead_new_files_mib, wal_dir.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -90,6 +90,12 @@ pub struct ServeArgs {
     /// disk; 0 turns it off [default: 256].
     #[arg(long, value_name = "MIB")]
     readahead_new_files_mib: Option<u64>,
+    /// Keep the WAL in this directory (e.g. on another disk, so its fsyncs
+    /// do not queue behind flush and compaction writes). Chosen when the
+    /// store is created and recorded in its manifest; a store is refused
+    /// with any other [default: wal/ under --dir].
+    #[arg(long, value_name = "DIR")]
+    wal_dir: Option<PathBuf>,
     /// A region's memstore is flushed to an HFile at this size
     /// [default: 64].
     #[arg(long, value_name = "MIB")]
@@ -126,6 +132,7 @@ struct ServeFile {
     shutdown_flush: Option<bool>,
     cache_flushed_blocks: Option<bool>,
     readahead_new_files_mib: Option<u64>,
+    wal_dir: Option<PathBuf>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -191,6 +198,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(m) = a.readahead_new_files_mib.or(f.readahead_new_files_mib) {
         opts.readahead_new_files_bytes = m.saturating_mul(1 << 20);
+    }
+    if let Some(w) = a.wal_dir.clone().or(f.wal_dir.clone()) {
+        opts.wal_dir =
+            Some(std::path::absolute(&w).with_context(|| format!("--wal-dir {}", w.display()))?);
     }
     if let Some(m) = a.flush_threshold_mib.or(f.flush_threshold_mib) {
         opts.flush_threshold_bytes = m.saturating_mul(1 << 20);

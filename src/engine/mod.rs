@@ -81,6 +81,8 @@ pub struct Shared {
     /// The device registry's in-memory index (the manifest holds it).
     devices: RwLock<devices::DeviceIndex>,
     dir_lock: std::fs::File,
+    /// The lock of a WAL directory outside the store.
+    wal_lock: Option<std::fs::File>,
 }
 
 impl Shared {
@@ -674,6 +676,9 @@ impl Store {
         // holds a copy of it until its exec, and `flock` locks belong to
         // the open file, so an open right after `close` would fail.
         let _ = self.shared.dir_lock.unlock();
+        if let Some(l) = &self.shared.wal_lock {
+            let _ = l.unlock();
+        }
     }
 
     /// Write stall: while a region of the table has more than

@@ -28,7 +28,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     if read_only {
         require_store(dir)?;
     } else {
-        for d in [dir.to_path_buf(), dir.join("wal"), dir.join("tables")] {
+        for d in [dir.to_path_buf(), dir.join("tables")] {
             std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         }
     }
@@ -40,11 +40,17 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             None => IoChoice::from_env()?,
         })?,
     };
-    let manifest = if read_only {
+    let mut manifest = if read_only {
         Manifest::open_read_only(dir, backend.clone())?
     } else {
         Manifest::open(dir, backend.clone())?
     };
+    let (wal_dir, record) = wal_dir_of(dir, opts.wal_dir.as_deref(), &manifest, read_only)?;
+    let wal_lock = lock_wal_dir(dir, &wal_dir, read_only)?;
+    if let Some(r) = record {
+        // Recorded once the directory is ours, before its first segment.
+        manifest.append(&[r])?;
+    }
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
     let mut tables = HashMap::new();
     let mut max_seq = 0u64;
@@ -82,7 +88,6 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             )
         })
         .collect();
-    let wal_dir = dir.join("wal");
     let now = opts.clock.now_ms();
     let recovery = match (read_only, opts.salvage_wal) {
         (true, _) => wal::Recovery::ReadOnly,
@@ -159,6 +164,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
         dir_lock: lock,
+        wal_lock,
     });
     if read_only {
         // No writer, flusher, compactor or monitor: nothing may change
@@ -299,6 +305,83 @@ pub(crate) fn require_store(dir: &Path) -> Result<()> {
 /// of a store without a `LOCK` file (never opened to write here) creates
 /// none: it locks the manifest file instead (a later writer creates
 /// `LOCK` and does not see that lock: documented in `formats/README.md`).
+/// The store's WAL directory: `wal/` under it unless the manifest records
+/// another (`Options::wal_dir` at creation). Asking for a directory other
+/// than the one the store uses is refused; a new store (no table, no WAL
+/// segment yet) takes the one asked for, with the record to append.
+fn wal_dir_of(
+    dir: &Path,
+    asked: Option<&Path>,
+    manifest: &Manifest,
+    read_only: bool,
+) -> Result<(std::path::PathBuf, Option<crate::manifest::Record>)> {
+    let default = dir.join("wal");
+    let recorded = manifest
+        .state()
+        .wal_dir
+        .clone()
+        .map(std::path::PathBuf::from);
+    let using = recorded.clone().unwrap_or_else(|| default.clone());
+    let Some(asked) = asked else {
+        return Ok((create_wal_dir(using, read_only)?, None));
+    };
+    let same = |a: &Path, b: &Path| {
+        a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+    };
+    if same(asked, &using) {
+        return Ok((create_wal_dir(using, read_only)?, None));
+    }
+    let fresh = recorded.is_none()
+        && manifest.state().tables.is_empty()
+        && wal::segment::list(&default).map_or(true, |s| s.is_empty());
+    if !fresh || read_only {
+        return Err(Error::invalid(
+            "wal_dir",
+            format!(
+                "{} keeps its WAL in {}; it was opened with WAL directory {}. \
+                 The WAL directory is chosen when a store is created and recorded \
+                 in its manifest: open it with its own (or without the option)",
+                dir.display(),
+                using.display(),
+                asked.display()
+            ),
+        ));
+    }
+    let path = asked
+        .to_str()
+        .ok_or_else(|| Error::invalid("wal_dir", format!("{} is not UTF-8", asked.display())))?;
+    crate::manifest::check_wal_dir(path).map_err(|m| Error::invalid("wal_dir", m))?;
+    let record = crate::manifest::Record::WalDir {
+        path: path.to_string(),
+    };
+    Ok((create_wal_dir(asked.to_path_buf(), false)?, Some(record)))
+}
+
+fn create_wal_dir(d: std::path::PathBuf, read_only: bool) -> Result<std::path::PathBuf> {
+    if !read_only {
+        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+    }
+    Ok(d)
+}
+
+/// A WAL directory outside the store gets a lock of its own, so no two
+/// stores ever write one (a read-only open shares it where it exists).
+fn lock_wal_dir(dir: &Path, wal_dir: &Path, read_only: bool) -> Result<Option<std::fs::File>> {
+    if wal_dir == dir.join("wal") || (read_only && !wal_dir.join("LOCK").exists()) {
+        return Ok(None);
+    }
+    match lock_dir(wal_dir, read_only) {
+        Err(Error::Locked { .. }) => Err(Error::invalid(
+            "wal_dir",
+            format!(
+                "WAL directory {} is in use by another store",
+                wal_dir.display()
+            ),
+        )),
+        other => other.map(Some),
+    }
+}
+
 pub(crate) fn lock_dir(dir: &Path, shared: bool) -> Result<std::fs::File> {
     let p = dir.join("LOCK");
     let mut o = std::fs::OpenOptions::new();

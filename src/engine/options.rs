@@ -128,6 +128,12 @@ pub struct Options {
     /// the disk. The kernel reads it in the background into the page
     /// cache (reclaimable memory). 0 turns it off. Default 256 MiB.
     pub readahead_new_files_bytes: u64,
+    /// Keep the WAL in this directory (absolute) instead of `wal/` under
+    /// the store, e.g. on another disk so that its fsyncs do not queue
+    /// behind flush and compaction writes. Chosen when the store is
+    /// created and recorded in its manifest: later opens use the recorded
+    /// one, and asking for a different one is refused. Default `None`.
+    pub wal_dir: Option<std::path::PathBuf>,
     /// Longest delay before an `async` write is fsynced.
     pub async_sync_interval_ms: u64,
     /// Block cache capacity.
@@ -164,6 +170,7 @@ impl Default for Options {
             direct_hfile_writes: true,
             cache_flushed_blocks: true,
             readahead_new_files_bytes: 256 << 20,
+            wal_dir: None,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
             wal_preallocate: true,
@@ -207,6 +214,14 @@ fn in_range<T: PartialOrd + std::fmt::Display>(
 impl Options {
     /// Reject settings outside their limits.
     pub fn validate(&self) -> Result<()> {
+        if let Some(w) = &self.wal_dir {
+            if !w.is_absolute() {
+                return Err(Error::invalid(
+                    "wal_dir",
+                    format!("{} is not an absolute path", w.display()),
+                ));
+            }
+        }
         in_range(
             "flush_threshold_bytes",
             self.flush_threshold_bytes,
@@ -324,6 +339,7 @@ impl std::fmt::Debug for Options {
             .field("read_only", &self.read_only)
             .field("cache_flushed_blocks", &self.cache_flushed_blocks)
             .field("readahead_new_files_bytes", &self.readahead_new_files_bytes)
+            .field("wal_dir", &self.wal_dir)
             .finish()
     }
 }

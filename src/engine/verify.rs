@@ -68,7 +68,13 @@ pub fn verify(dir: &Path) -> Result<Report> {
     let _lock = super::open::lock_dir(dir, true)?;
     let mut report = Report::default();
     let state = check_manifest(&manifest, &mut report);
-    check_wal(&dir.join("wal"), &mut report)?;
+    // The WAL directory the manifest records (`wal/` when it records none
+    // or cannot be read).
+    let wal_dir = state
+        .as_ref()
+        .and_then(|s| s.wal_dir.clone())
+        .map_or_else(|| dir.join("wal"), std::path::PathBuf::from);
+    check_wal(&wal_dir, &mut report)?;
     match state {
         Some(s) => check_tables(dir, &s, &mut report)?,
         None => report.add(

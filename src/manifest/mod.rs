@@ -92,6 +92,8 @@ pub struct State {
     pub devices: BTreeMap<u64, DeviceEntry>,
     /// Name → id of the registry (kept with `devices`).
     pub device_names: BTreeMap<String, u64>,
+    /// Where the WAL is, when not `wal/` under the store (absolute).
+    pub wal_dir: Option<String>,
 }
 
 /// A registered device.
@@ -99,6 +101,21 @@ pub struct State {
 pub struct DeviceEntry {
     pub name: String,
     pub tags: Vec<(String, String)>,
+}
+
+/// A recorded WAL directory: an absolute path of 1..=`WAL_DIR_MAX` bytes.
+pub fn check_wal_dir(path: &str) -> std::result::Result<(), String> {
+    if path.is_empty() || path.len() > record::WAL_DIR_MAX {
+        return Err(format!(
+            "WAL directory of {} bytes (1..={})",
+            path.len(),
+            record::WAL_DIR_MAX
+        ));
+    }
+    if !Path::new(path).is_absolute() {
+        return Err(format!("WAL directory {path:?} is not an absolute path"));
+    }
+    Ok(())
 }
 
 fn check_device(id: u64, name: &str, tags: &[(String, String)]) -> std::result::Result<(), String> {
@@ -203,6 +220,10 @@ impl State {
             Record::FileIdFloor { max_file_id } => {
                 self.max_file_id = self.max_file_id.max(*max_file_id);
             }
+            Record::WalDir { path } => {
+                check_wal_dir(path)?;
+                self.wal_dir = Some(path.clone());
+            }
             Record::Device { id, name, tags } => {
                 check_device(*id, name, tags)?;
                 let taken = self.device_names.get(name).is_some_and(|i| i != id);
@@ -297,6 +318,9 @@ impl State {
         let mut out = vec![Record::FileIdFloor {
             max_file_id: self.max_file_id,
         }];
+        if let Some(path) = &self.wal_dir {
+            out.push(Record::WalDir { path: path.clone() });
+        }
         for (id, d) in &self.devices {
             out.push(Record::Device {
                 id: *id,

@@ -12,7 +12,7 @@ use crate::schema::{BlockEncoding, TableSchema};
 use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 
 pub const MANIFEST_MAGIC: [u8; 4] = *b"TSMF";
-pub const MANIFEST_VERSION: u32 = 4;
+pub const MANIFEST_VERSION: u32 = 5;
 /// Oldest version a reader accepts (a read-write open rewrites it as the
 /// current version before appending).
 pub const MANIFEST_VERSION_MIN: u32 = 3;
@@ -28,6 +28,9 @@ const TAG_SPLIT: u8 = 4;
 const TAG_MERGE: u8 = 5;
 const TAG_DEVICE: u8 = 6;
 const TAG_TABLE_ENCODING: u8 = 7;
+const TAG_WAL_DIR: u8 = 8;
+/// Longest WAL directory path (bytes).
+pub const WAL_DIR_MAX: usize = 4096;
 /// Longest device name, tag key or tag value (bytes).
 pub const DEVICE_TEXT_MAX: usize = 256;
 /// Most tags per device.
@@ -109,6 +112,10 @@ pub enum Record {
         table_id: u32,
         encoding: BlockEncoding,
     },
+    /// The store keeps its WAL in `path` (absolute), not in `wal/` under
+    /// its directory (version 5; a snapshot writes it right after the
+    /// FileIdFloor when set).
+    WalDir { path: String },
 }
 
 /// Header bytes of a manifest file.
@@ -211,6 +218,9 @@ impl Record {
             }
             Record::TableEncoding { table_id, encoding } => {
                 w.u8(TAG_TABLE_ENCODING).u32(*table_id).u8(encoding.code());
+            }
+            Record::WalDir { path } => {
+                w.u8(TAG_WAL_DIR).str(path);
             }
         }
         w.into_inner()
@@ -319,6 +329,7 @@ impl Record {
                 table_id: r.u32()?,
                 encoding: BlockEncoding::from_code(r.u8()?)?,
             },
+            TAG_WAL_DIR if version >= 5 => Record::WalDir { path: r.str()? },
             t => return Err(Error::decode("manifest record", format!("unknown tag {t}"))),
         };
         r.finish()?;
