@@ -335,26 +335,32 @@ fn a_batch_read_decodes_only_the_fields_it_asks_for() {
     store.close().unwrap();
 }
 
-#[test]
-fn a_window_that_misses_a_block_decodes_none_of_its_fields() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path(), Options::default());
+/// A store in `dir` whose one-region columnar table `c` holds `rows` in
+/// one compacted file, reopened (nothing cached).
+fn compacted_columnar(dir: &std::path::Path, rows: &[u8]) -> Store {
+    let store = open(dir, Options::default());
     let opts = TableOptions {
         encoding: BlockEncoding::Columnar,
         regions: 1,
         ..TableOptions::default()
     };
     store.create_table(small_schema("c", opts)).unwrap();
+    store.write("c", rows, Durability::Sync).unwrap();
+    store.flush().unwrap();
+    store.compact("c", true).unwrap();
+    store.close().unwrap();
+    open(dir, Options::default())
+}
+
+#[test]
+fn a_window_that_misses_a_block_decodes_none_of_its_fields() {
+    let dir = tempfile::tempdir().unwrap();
     // One device, 40,960 readings: ten blocks of 4,096.
     let mut rows = Vec::new();
     for i in 0..40_960i64 {
         telestore::schema::batch::push_row(&mut rows, 1, T0 + i * 1000, &small_fields(i as u64));
     }
-    store.write("c", &rows, Durability::Sync).unwrap();
-    store.flush().unwrap();
-    store.compact("c", true).unwrap();
-    store.close().unwrap();
-    let store = open(dir.path(), Options::default());
+    let store = compacted_columnar(dir.path(), &rows);
     let before = store.stats().cache.bytes;
     // The newest 100 readings, over the whole table: every block's keys
     // are looked at, one block holds the window.
@@ -385,13 +391,6 @@ fn a_window_that_misses_a_block_decodes_none_of_its_fields() {
 #[test]
 fn latest_on_a_block_with_only_its_keys_cached_decodes_no_field() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path(), Options::default());
-    let opts = TableOptions {
-        encoding: BlockEncoding::Columnar,
-        regions: 1,
-        ..TableOptions::default()
-    };
-    store.create_table(small_schema("c", opts)).unwrap();
     // 8 devices × 5,000 readings in blocks of 4,096 rows: a device's
     // newest readings and another's oldest share no block but some.
     let mut rows = Vec::new();
@@ -405,11 +404,7 @@ fn latest_on_a_block_with_only_its_keys_cached_decodes_no_field() {
             );
         }
     }
-    store.write("c", &rows, Durability::Sync).unwrap();
-    store.flush().unwrap();
-    store.compact("c", true).unwrap();
-    store.close().unwrap();
-    let store = open(dir.path(), Options::default());
+    let store = compacted_columnar(dir.path(), &rows);
     // The oldest ten readings of every device, over the whole table.
     let (from, to) = (T0, T0 + 9 * 1000);
     let mut n = 0;
