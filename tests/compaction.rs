@@ -537,10 +537,17 @@ fn too_many_files_stall_writers_then_refuse_with_busy_until_compacted() {
 /// compactions catch up) and every row stays readable.
 #[test]
 fn continuous_ingest_keeps_files_per_region_bounded() {
+    // One worker, and several (the default on machines with 6+ cores).
+    for workers in [1, 3] {
+        continuous_ingest(workers);
+    }
+}
+
+fn continuous_ingest(workers: usize) {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
         flush_threshold_bytes: 32 << 10,
-        compaction_threads: 1,
+        compaction_threads: workers,
         // Other tests of this binary keep both cores busy at normal
         // priority: at the default nice 19 the compactor would only run
         // once writers stall (see `Options::background_nice`), and this
@@ -570,7 +577,9 @@ fn continuous_ingest_keeps_files_per_region_bounded() {
             compactions = regions.iter().map(|r| r.compactions).sum::<u64>();
         }
     }
-    eprintln!("most files in a region: {worst}; compactions so far: {compactions}");
+    eprintln!(
+        "{workers} workers: most files in a region: {worst}; compactions so far: {compactions}"
+    );
     assert!(worst <= bound, "{worst} files in a region (bound {bound})");
     assert!(compactions > 0, "no background compaction ran");
     let mut n = 0;

@@ -19,7 +19,7 @@ pub struct ServeArgs {
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
     /// memstore_global_mib, shutdown_flush, cache_flushed_blocks,
-    /// readahead_new_files_mib, wal_dir.
+    /// readahead_new_files_mib, wal_dir, compaction_threads.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -96,6 +96,10 @@ pub struct ServeArgs {
     /// with any other [default: wal/ under --dir].
     #[arg(long, value_name = "DIR")]
     wal_dir: Option<PathBuf>,
+    /// Background compaction workers, 0..=16 [default: 1 on up to 5
+    /// cores, then one per two cores beyond the first two, at most 4].
+    #[arg(long, value_name = "N")]
+    compaction_threads: Option<usize>,
     /// A region's memstore is flushed to an HFile at this size
     /// [default: 64].
     #[arg(long, value_name = "MIB")]
@@ -133,6 +137,7 @@ struct ServeFile {
     cache_flushed_blocks: Option<bool>,
     readahead_new_files_mib: Option<u64>,
     wal_dir: Option<PathBuf>,
+    compaction_threads: Option<usize>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -198,6 +203,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(m) = a.readahead_new_files_mib.or(f.readahead_new_files_mib) {
         opts.readahead_new_files_bytes = m.saturating_mul(1 << 20);
+    }
+    if let Some(n) = a.compaction_threads.or(f.compaction_threads) {
+        opts.compaction_threads = n;
     }
     if let Some(w) = a.wal_dir.clone().or(f.wal_dir.clone()) {
         opts.wal_dir =

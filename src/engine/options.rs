@@ -70,7 +70,9 @@ pub struct Options {
     /// Compaction planner settings (minor runs).
     pub compaction: CompactionPolicy,
     /// Background compaction workers (0: compactions run only when asked,
-    /// `Store::compact`).
+    /// `Store::compact`). Default [`compaction_threads_for`] the machine's
+    /// cores: one on up to 5 cores, then one per two cores beyond the
+    /// first two, at most 4.
     pub compaction_threads: usize,
     /// Nice value (0..=19) of the threads that work behind the
     /// acknowledgement: memstore apply, flush and compaction. They are
@@ -150,6 +152,14 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
 }
 
+/// Default compaction workers on a machine of `cores`: two cores are left
+/// to the commit, apply and network threads; one worker per two cores
+/// beyond those, at least 1 and at most 4 (2 cores: 1, 6: 2, 8: 3, 10+: 4).
+/// Compactions of one region never run at once (one lock per region).
+pub fn compaction_threads_for(cores: usize) -> usize {
+    (cores.saturating_sub(2) / 2).clamp(1, 4)
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -162,7 +172,9 @@ impl Default for Options {
             hotspot: HotspotConfig::default(),
             scan_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
             compaction: CompactionPolicy::default(),
-            compaction_threads: 1,
+            compaction_threads: compaction_threads_for(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
             background_nice: 19,
             major_compaction_period_ms: 7 * 24 * 3600 * 1000,
             blocking_file_count: 16,
@@ -341,5 +353,19 @@ impl std::fmt::Debug for Options {
             .field("readahead_new_files_bytes", &self.readahead_new_files_bytes)
             .field("wal_dir", &self.wal_dir)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compaction_threads_for;
+
+    #[test]
+    fn compaction_workers_grow_with_the_cores_beyond_two() {
+        let got: Vec<usize> = [1, 2, 4, 5, 6, 8, 10, 64]
+            .into_iter()
+            .map(compaction_threads_for)
+            .collect();
+        assert_eq!(got, [1, 1, 1, 1, 2, 3, 4, 4]);
     }
 }
