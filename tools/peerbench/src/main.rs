@@ -22,7 +22,8 @@ use systems::System;
 struct Args {
     /// Systems to run, comma-separated: telestore, rocksdb, fjall, parquet
     /// (libraries and a file), telestore-http, influxdb (servers over
-    /// HTTP, line protocol in, JSON out).
+    /// HTTP, line protocol in, JSON out); also telestore-rows (telestore
+    /// with row-major blocks, as before columnar blocks).
     #[arg(
         long,
         default_value = "telestore,rocksdb,fjall,parquet,telestore-http,influxdb"

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use telestore::key::{encode, DeviceId, RowKey};
 use telestore::query::{Kind, Params, Plan, Prepared};
+use telestore::schema::BlockEncoding;
 use telestore::{Durability, Store};
 
 /// One system under test, open on its own directory.
@@ -37,8 +38,9 @@ pub trait System: Send + Sync {
 }
 
 /// The systems by name, as `--systems` lists them.
-pub const NAMES: [&str; 6] = [
+pub const NAMES: [&str; 7] = [
     "telestore",
+    "telestore-rows",
     "rocksdb",
     "fjall",
     "parquet",
@@ -51,7 +53,8 @@ pub const NAMES: [&str; 6] = [
 pub fn open(name: &str, dir: &Path, bin: &Path) -> Result<Box<dyn System>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(match name {
-        "telestore" => Box::new(Telestore::open(dir)?),
+        "telestore" => Box::new(Telestore::open(dir, BlockEncoding::Columnar)?),
+        "telestore-rows" => Box::new(Telestore::open(dir, BlockEncoding::Rows)?),
         "rocksdb" => Box::new(Rocks::open(dir)?),
         "fjall" => Box::new(Fjall::open(dir)?),
         "parquet" => Box::new(ParquetFile::open(dir)),
@@ -99,9 +102,13 @@ pub struct Telestore {
 const TABLE: &str = "readings";
 
 impl Telestore {
-    fn open(dir: &Path) -> Result<Self> {
+    /// `encoding`: `Columnar` is the default table options; `Rows` is
+    /// telestore before columnar blocks (`--systems telestore-rows`).
+    fn open(dir: &Path, encoding: BlockEncoding) -> Result<Self> {
         let store = Store::open(dir, telestore::Options::default())?;
-        store.create_table(telestore::testkit::readings_schema(TABLE))?;
+        let mut schema = telestore::testkit::readings_schema(TABLE);
+        schema.options.encoding = encoding;
+        store.create_table(schema)?;
         Ok(Telestore {
             store,
             dir: dir.to_path_buf(),
