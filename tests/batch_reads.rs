@@ -335,6 +335,20 @@ fn a_batch_read_decodes_only_the_fields_it_asks_for() {
     store.close().unwrap();
 }
 
+/// Rows a batch read of table `c` over `[from, to]` hands over as runs.
+fn rows_in_runs(store: &Store, from: i64, to: i64, fields: &[usize]) -> usize {
+    let mut n = 0;
+    store
+        .scan_pieces("c", None, from, to, fields, |p| {
+            if let Piece::Run(r) = p {
+                n += r.len();
+            }
+            true
+        })
+        .unwrap();
+    n
+}
+
 /// A store in `dir` whose one-region columnar table `c` holds `rows` in
 /// one compacted file, reopened (nothing cached).
 fn compacted_columnar(dir: &std::path::Path, rows: &[u8]) -> Store {
@@ -365,16 +379,7 @@ fn a_window_that_misses_a_block_decodes_none_of_its_fields() {
     // The newest 100 readings, over the whole table: every block's keys
     // are looked at, one block holds the window.
     let (from, to) = (T0 + 40_860 * 1000, T0 + 40_959 * 1000);
-    let mut n = 0;
-    store
-        .scan_pieces("c", None, from, to, &[0], |p| {
-            if let Piece::Run(r) = p {
-                n += r.len();
-            }
-            true
-        })
-        .unwrap();
-    assert_eq!(n, 100);
+    assert_eq!(rows_in_runs(&store, from, to, &[0]), 100);
     // Keys of the blocks looked at (8 bytes a row) and one block's `v`
     // (8 bytes a row): far less than `v` of all ten blocks.
     let grown = store.stats().cache.bytes - before;
@@ -407,16 +412,7 @@ fn latest_on_a_block_with_only_its_keys_cached_decodes_no_field() {
     let store = compacted_columnar(dir.path(), &rows);
     // The oldest ten readings of every device, over the whole table.
     let (from, to) = (T0, T0 + 9 * 1000);
-    let mut n = 0;
-    store
-        .scan_pieces("c", None, from, to, &[0, 1, 2], |p| {
-            if let Piece::Run(r) = p {
-                n += r.len();
-            }
-            true
-        })
-        .unwrap();
-    assert_eq!(n, 80);
+    assert_eq!(rows_in_runs(&store, from, to, &[0, 1, 2]), 80);
     let before = store.stats().cache.bytes;
     for d in 0..8u64 {
         let r = store.latest("c", d, 1).unwrap();

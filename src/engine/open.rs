@@ -300,11 +300,6 @@ pub(crate) fn require_store(dir: &Path) -> Result<()> {
     Err(Error::io(m, e))
 }
 
-/// Lock the directory: exclusively to write, shared to read (several
-/// read-only opens at once, none while a writer has it). A read-only open
-/// of a store without a `LOCK` file (never opened to write here) creates
-/// none: it locks the manifest file instead (a later writer creates
-/// `LOCK` and does not see that lock: documented in `formats/README.md`).
 /// The store's WAL directory: `wal/` under it unless the manifest records
 /// another (`Options::wal_dir` at creation). Asking for a directory other
 /// than the one the store uses is refused; a new store (no table, no WAL
@@ -382,6 +377,11 @@ fn lock_wal_dir(dir: &Path, wal_dir: &Path, read_only: bool) -> Result<Option<st
     }
 }
 
+/// Lock the directory: exclusively to write, shared to read (several
+/// read-only opens at once, none while a writer has it). A read-only open
+/// of a store without a `LOCK` file (never opened to write here) creates
+/// none: it locks the manifest file instead (a later writer creates
+/// `LOCK` and does not see that lock: documented in `formats/README.md`).
 pub(crate) fn lock_dir(dir: &Path, shared: bool) -> Result<std::fs::File> {
     let p = dir.join("LOCK");
     let mut o = std::fs::OpenOptions::new();

@@ -241,18 +241,16 @@ impl HFileReader {
     /// being deleted: its entries would only take room until evicted).
     pub fn evict_cached(&self) {
         use crate::cache::PART_CELLS;
-        let fields = match self.info.encoding {
-            BlockEncoding::Rows => 0,
-            // A field is at least one byte wide.
-            BlockEncoding::Columnar => self
-                .table_fields
-                .as_ref()
-                .map_or(self.info.fields_width as usize, |f| f.len()),
-        };
-        let parts = [PART_CELLS, PART_HEADS, PART_KEYS, PART_SEQ]
+        // Field parts exist only for a columnar file opened for its table
+        // (the engine's opens): the parts its reads cache.
+        let fields = self
+            .columnar_fields()
             .into_iter()
-            .chain((0..fields).map(|i| PART_FIELD_0.saturating_add(i as Part)));
-        let parts: Vec<Part> = parts.collect();
+            .flat_map(|all| all.iter().map(field_part));
+        let parts: Vec<Part> = [PART_CELLS, PART_HEADS, PART_KEYS, PART_SEQ]
+            .into_iter()
+            .chain(fields)
+            .collect();
         for b in 0..self.index.len() as u32 {
             for &p in &parts {
                 self.cache.remove_part(self.file_id, b, p);
