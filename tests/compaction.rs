@@ -61,7 +61,18 @@ fn options(clock: Arc<ManualClock>) -> Options {
         clock,
         flush_threshold_bytes: 64 << 10,
         compaction_threads: 0,
+        subcompactions: 1,
         ..Options::default()
+    }
+}
+
+/// [`options`] with compactions split into up to `parts` key ranges of
+/// any size.
+fn split_options(clock: Arc<ManualClock>, parts: usize) -> Options {
+    Options {
+        subcompactions: parts,
+        subcompaction_min_bytes: 4 << 10,
+        ..options(clock)
     }
 }
 
@@ -99,11 +110,23 @@ fn check(store: &Store, model: &Model, now: i64) {
 
 #[test]
 fn model_with_flushes_minor_and_major_compactions_ttl_and_deletes() {
+    model_run(1);
+}
+
+/// The same model with every compaction split into up to three parts
+/// (subcompactions).
+#[test]
+fn model_with_compactions_split_by_key_range() {
+    model_run(3);
+}
+
+fn model_run(parts: usize) {
     let s = seed(0xc0a1);
     let mut rng = SmallRng::seed_from_u64(s);
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
-    let mut store = open(dir.path(), options(clock.clone()));
+    let opts = |clock: &Arc<ManualClock>| split_options(clock.clone(), parts);
+    let mut store = open(dir.path(), opts(&clock));
     let table = TableOptions {
         ttl_ms: Some(TTL_MS),
         max_versions: 3,
@@ -172,7 +195,7 @@ fn model_with_flushes_minor_and_major_compactions_ttl_and_deletes() {
             97 => flip_encoding(&store),
             _ => {
                 store.close().unwrap();
-                store = open(dir.path(), options(clock.clone()));
+                store = open(dir.path(), opts(&clock));
                 counts[3] += 1;
             }
         }
@@ -616,4 +639,59 @@ fn regions_show_pending_compaction_debt_until_compacted() {
     assert_eq!(debt(&store), hfiles, "all four small files are one run");
     store.compact("t", false).unwrap();
     assert_eq!(debt(&store), 0);
+}
+
+/// A compaction split by key range writes one file per part; the parts
+/// are one sorted run (what the file limits count), they are not merged
+/// again for being several files, and they read back exactly what was
+/// written.
+#[test]
+fn a_split_compaction_writes_one_run_of_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = open(dir.path(), split_options(clock, 3));
+    let one_region = TableOptions {
+        regions: 1,
+        block_size_bytes: 1024,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema("t", one_region)).unwrap();
+    let mut want = BTreeMap::new();
+    for f in 0..4i64 {
+        let rows: Vec<(u64, i64, u64)> = (0..200u64)
+            .flat_map(|d| (0..5).map(move |i| (d, T0 + i * 1000 + f, d ^ i as u64)))
+            .collect();
+        for (d, ts, v) in &rows {
+            want.insert((*d, *ts), *v);
+        }
+        store
+            .write("t", &small_rows(&rows), Durability::Sync)
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let region = |s: &Store| s.regions("t").unwrap()[0].clone();
+    assert_eq!((region(&store).files, region(&store).runs), (4, 4));
+    let out = store.compact("t", false).unwrap();
+    assert_eq!(out.len(), 1, "one minor compaction: {out:?}");
+    assert_eq!(out[0].files_out, 3, "{out:?}");
+    let r = region(&store);
+    assert_eq!((r.files, r.runs, r.compaction_debt_bytes), (3, 1, 0));
+    // One run: nothing more to merge, however many files it has.
+    assert!(store.compact("t", false).unwrap().is_empty());
+    let mut got = BTreeMap::new();
+    for d in 0..200u64 {
+        for row in store
+            .scan("t", d, i64::MIN, i64::MAX, Order::OldestFirst)
+            .unwrap()
+        {
+            got.insert(
+                (d, row.ts),
+                u64::from_le_bytes(row.fields[..8].try_into().unwrap()),
+            );
+        }
+    }
+    assert_eq!(got, want);
+    // A major compaction of one run of disjoint parts is not split again.
+    let out = store.compact("t", true).unwrap();
+    assert_eq!(out[0].files_out, 1, "{out:?}");
 }

@@ -58,13 +58,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         let mib = a.flush_mib << 20;
         let bytes = mib - mib / 4 + mix(a.seed ^ n) % (mib / 2).max(1);
         seq += 1;
-        files.push(FileStat {
-            file_id: next_id,
-            bytes,
-            max_seq: seq,
-            max_ts: i64::MAX,
-            tombstone_max_to: i64::MIN,
-        });
+        files.push(FileStat::alone(next_id, bytes, seq));
         next_id += 1;
         flushed += bytes;
         written += bytes;
@@ -88,13 +82,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 .max()
                 .unwrap_or(0);
             files.retain(|f| !ids.contains(&f.file_id));
-            files.push(FileStat {
-                file_id: next_id,
-                bytes: merged,
-                max_seq: top,
-                max_ts: i64::MAX,
-                tombstone_max_to: i64::MIN,
-            });
+            files.push(FileStat::alone(next_id, merged, top));
             next_id += 1;
             written += merged;
         }

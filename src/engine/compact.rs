@@ -12,7 +12,7 @@
 //! minor check after every flush, whole-file TTL drops and scheduled
 //! majors from the monitor thread, and `Store::compact` on demand.
 
-use super::flush::{meta_of, write_hfile, Output};
+use super::flush::{meta_of, write_hfile_as, NewFile, Output};
 use super::table::{Region, Table};
 use super::{Shared, Store};
 use crate::cell::RangeTombstone;
@@ -21,6 +21,7 @@ use crate::compaction::plan::{self, FileStat, Task};
 use crate::error::{Error, Result};
 use crate::hfile::writer::KEY_MAX;
 use crate::hfile::HFileReader;
+use crate::key::RowKey;
 use crate::manifest::Record;
 use crate::read::source::{CellSource, FileSource};
 use crate::region::key_before;
@@ -41,17 +42,20 @@ pub struct Job {
 pub struct Outcome {
     pub kind: &'static str,
     pub files_in: usize,
+    /// Files written: one, one per part of a split compaction, or none.
+    pub files_out: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub cells_in: u64,
     pub cells_out: u64,
 }
 
-fn stat_of(f: &HFileReader) -> FileStat {
+pub(super) fn stat_of(f: &HFileReader) -> FileStat {
     let i = f.info();
     FileStat {
         file_id: f.file_id(),
         bytes: f.len_bytes(),
+        min_seq: i.min_seq,
         max_seq: i.max_seq,
         max_ts: if i.cells > 0 { i.max_ts } else { i64::MIN },
         tombstone_max_to: f
@@ -60,6 +64,9 @@ fn stat_of(f: &HFileReader) -> FileStat {
             .map(|t| t.to)
             .max()
             .unwrap_or(i64::MIN),
+        min_key: i.min_key,
+        max_key: i.max_key,
+        created_ms: i.created_ms,
     }
 }
 
@@ -146,19 +153,18 @@ fn run_task(
         ..Default::default()
     };
     let output = match task {
-        Task::DropExpired(_) => None,
+        Task::DropExpired(_) => Vec::new(),
         Task::Minor(_) | Task::Major(_) => {
-            let (file, cells_in, cells_out) = merge_files(shared, t, r, &inputs, kind == "major")?;
+            let (files, cells_in, cells_out) = merge_files(shared, t, r, &inputs, kind == "major")?;
             o.cells_in = cells_in;
             o.cells_out = cells_out;
-            o.bytes_out = file.as_ref().map_or(0, |f| f.len_bytes());
-            file
+            o.bytes_out = files.iter().map(|f| f.len_bytes()).sum();
+            o.files_out = files.len();
+            files
         }
     };
     if !commit(shared, t, r, &inputs, output.clone(), kind == "major")? {
-        if let Some(f) = output {
-            discard(shared, &f);
-        }
+        output.iter().for_each(|f| discard(shared, f));
         return Ok(None);
     }
     sweep_graveyard(shared);
@@ -173,17 +179,95 @@ fn run_task(
     Ok(Some(o))
 }
 
-/// Merge `inputs` (clipped to the region) into a new file; `None` when
-/// nothing is left to write.
+/// Merge `inputs` (clipped to the region) into new files: one, or one
+/// per key range part when the compaction is split ([`part_ranges`]),
+/// the parts merged on threads of their own. Parts left with nothing to
+/// write have no file. On an error every part's file is removed.
 fn merge_files(
     shared: &Shared,
     t: &Table,
     r: &Region,
     inputs: &[Arc<HFileReader>],
     major: bool,
-) -> Result<(Option<Arc<HFileReader>>, u64, u64)> {
+) -> Result<(Vec<Arc<HFileReader>>, u64, u64)> {
     let lo = r.start;
     let hi = r.end.map_or(KEY_MAX, |e| key_before(&e).unwrap_or(KEY_MAX));
+    let ranges = part_ranges(inputs, lo, hi, parts_for(shared, inputs));
+    let first_id = shared.next_file_ids(ranges.len());
+    let created_ms = shared.opts.clock.now_ms();
+    let expected = inputs
+        .iter()
+        .map(|f| f.info().cells as usize)
+        .sum::<usize>()
+        / ranges.len();
+    let part = |i: usize, range: (RowKey, RowKey)| {
+        let name = NewFile {
+            file_id: first_id + i as u64,
+            created_ms,
+        };
+        merge_part(shared, t, inputs, range, major, name, expected)
+    };
+    let results: Vec<Result<Part>> = if ranges.len() == 1 {
+        vec![part(0, ranges[0])]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ranges
+                .iter()
+                .enumerate()
+                .map(|(i, range)| {
+                    let part = &part;
+                    std::thread::Builder::new()
+                        .name(format!("telestore-subcompact-{i}"))
+                        .spawn_scoped(s, move || part(i, *range))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| {
+                        Err(Error::invalid("subcompaction", "panicked (a bug)"))
+                    }),
+                    Err(e) => Err(Error::io("spawning a subcompaction thread", e)),
+                })
+                .collect()
+        })
+    };
+    let mut files: Vec<Arc<HFileReader>> = Vec::new();
+    let (mut cells_in, mut cells_out, mut failed) = (0, 0, None);
+    for res in results {
+        match res {
+            Ok(p) => {
+                files.extend(p.file);
+                cells_in += p.cells_in;
+                cells_out += p.cells_out;
+            }
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        files.iter().for_each(|f| discard(shared, f));
+        return Err(e);
+    }
+    Ok((files, cells_in, cells_out))
+}
+
+/// What one part of a compaction wrote.
+struct Part {
+    file: Option<Arc<HFileReader>>,
+    cells_in: u64,
+    cells_out: u64,
+}
+
+/// Merge the cells of `inputs` in `[lo, hi]` into file `name`.
+fn merge_part(
+    shared: &Shared,
+    t: &Table,
+    inputs: &[Arc<HFileReader>],
+    (lo, hi): (RowKey, RowKey),
+    major: bool,
+    name: NewFile,
+    expected: usize,
+) -> Result<Part> {
     let reach = |rt: &RangeTombstone| {
         crate::key::device_range(rt.device, rt.from, rt.to).is_some_and(|(a, b)| a <= hi && b >= lo)
     };
@@ -206,11 +290,10 @@ fn merge_files(
         (Mode::Minor, tombs)
     };
     let mut f = Filter::new(mode);
-    let expected = inputs.iter().map(|f| f.info().cells as usize).sum();
     let mut counts = filter::MergeCounts::default();
     // Compaction output is not put in the cache: it rewrites old data.
     let output = if major { Output::Major } else { Output::Minor };
-    let file = write_hfile(shared, t, output, expected, &keep_tombs, |w| {
+    let file = write_hfile_as(shared, t, output, name, expected, &keep_tombs, |w| {
         counts = filter::merge(sources, &mut f, |c| {
             if shared.closing.load(Relaxed) {
                 return Err(Error::Closed);
@@ -220,11 +303,69 @@ fn merge_files(
         pause_point("compact-writing");
         Ok(())
     })?;
-    if counts.cells_out == 0 && keep_tombs.is_empty() {
+    let keep = counts.cells_out > 0 || !keep_tombs.is_empty();
+    if !keep {
         discard(shared, &file);
-        return Ok((None, counts.cells_in, 0));
     }
-    Ok((Some(file), counts.cells_in, counts.cells_out))
+    Ok(Part {
+        file: keep.then_some(file),
+        cells_in: counts.cells_in,
+        cells_out: counts.cells_out,
+    })
+}
+
+/// How many parts a compaction of `inputs` is split into: at most
+/// `Options::subcompactions`, each reading at least
+/// `subcompaction_min_bytes`; one when the inputs' key ranges do not
+/// overlap (they are already sorted runs of their own, and parts of
+/// them would be again).
+fn parts_for(shared: &Shared, inputs: &[Arc<HFileReader>]) -> usize {
+    let o = &shared.opts;
+    let bytes: u64 = inputs.iter().map(|f| f.len_bytes()).sum();
+    let by_size = (bytes / o.subcompaction_min_bytes.max(1)) as usize;
+    let overlap = inputs.iter().enumerate().any(|(i, a)| {
+        inputs[i + 1..].iter().any(|b| {
+            let (a, b) = (a.info(), b.info());
+            a.cells > 0 && b.cells > 0 && a.min_key <= b.max_key && b.min_key <= a.max_key
+        })
+    });
+    if !overlap {
+        return 1;
+    }
+    by_size.clamp(1, o.subcompactions.max(1))
+}
+
+/// `[lo, hi]` cut into at most `parts` key ranges holding about as many
+/// of the inputs' blocks each (cut at blocks' first keys, so a key and
+/// all its versions stay in one part).
+fn part_ranges(
+    inputs: &[Arc<HFileReader>],
+    lo: RowKey,
+    hi: RowKey,
+    parts: usize,
+) -> Vec<(RowKey, RowKey)> {
+    let mut firsts: Vec<RowKey> = inputs
+        .iter()
+        .flat_map(|f| f.index().iter().map(|e| e.first_key))
+        .filter(|k| *k > lo && *k <= hi)
+        .collect();
+    firsts.sort_unstable();
+    let mut cuts: Vec<RowKey> = (1..parts)
+        .filter_map(|j| firsts.get(firsts.len() * j / parts).copied())
+        .collect();
+    cuts.dedup();
+    let mut out = Vec::with_capacity(cuts.len() + 1);
+    let mut from = lo;
+    for c in cuts {
+        // `c > lo`, so it has a predecessor.
+        let Some(before) = key_before(&c) else {
+            continue;
+        };
+        out.push((from, before));
+        from = c;
+    }
+    out.push((from, hi));
+    out
 }
 
 /// Swap `inputs` for `output` in the region and the manifest. False when
@@ -234,7 +375,7 @@ fn commit(
     t: &Table,
     r: &Arc<Region>,
     inputs: &[Arc<HFileReader>],
-    output: Option<Arc<HFileReader>>,
+    output: Vec<Arc<HFileReader>>,
     major: bool,
 ) -> Result<bool> {
     let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -266,7 +407,7 @@ fn commit_locked(
     t: &Table,
     r: &Region,
     inputs: &[Arc<HFileReader>],
-    output: Option<Arc<HFileReader>>,
+    output: Vec<Arc<HFileReader>>,
 ) -> Result<()> {
     let removed: Vec<u64> = inputs.iter().map(|f| f.file_id()).collect();
     shared.append_or_poison(&[Record::Files {

@@ -175,12 +175,36 @@ pub fn write_hfile(
     tombs: &[crate::cell::RangeTombstone],
     fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
 ) -> Result<Arc<HFileReader>> {
-    let file_id = shared.next_file_id();
+    let name = NewFile {
+        file_id: shared.next_file_id(),
+        created_ms: shared.opts.clock.now_ms(),
+    };
+    write_hfile_as(shared, t, output, name, expected_cells, tombs, fill)
+}
+
+/// The id and creation time of a file about to be written (the parts of
+/// one compaction share the time: `compaction::plan::runs`).
+#[derive(Clone, Copy, Debug)]
+pub struct NewFile {
+    pub file_id: u64,
+    pub created_ms: i64,
+}
+
+/// [`write_hfile`] under a chosen id and creation time.
+pub fn write_hfile_as(
+    shared: &Shared,
+    t: &Table,
+    output: Output,
+    name: NewFile,
+    expected_cells: usize,
+    tombs: &[crate::cell::RangeTombstone],
+    fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
+) -> Result<Arc<HFileReader>> {
+    let file_id = name.file_id;
     let dir = table_dir(shared, t.id);
     let dest = dir.join(file_name(file_id));
     let tmp = dir.join(format!("{}.tmp", file_name(file_id)));
-    let now = shared.opts.clock.now_ms();
-    let mut opts = WriterOptions::for_table(t.id, &t.schema, expected_cells, now);
+    let mut opts = WriterOptions::for_table(t.id, &t.schema, expected_cells, name.created_ms);
     opts.direct = shared.opts.direct_hfile_writes;
     opts.encoding = t.encoding();
     let warm = match output {

@@ -96,7 +96,11 @@ impl Shared {
         self.wal.lock().unwrap_or_else(|p| p.into_inner())
     }
     pub(crate) fn next_file_id(&self) -> u64 {
-        self.next_file_id.fetch_add(1, Ordering::SeqCst)
+        self.next_file_ids(1)
+    }
+    /// Reserve `n` consecutive file ids; the first.
+    pub(crate) fn next_file_ids(&self, n: usize) -> u64 {
+        self.next_file_id.fetch_add(n as u64, Ordering::SeqCst)
     }
     /// `Err(ReadOnly)` on a read-only store: `what` would change it.
     pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
@@ -682,7 +686,7 @@ impl Store {
     }
 
     /// Write stall: while a region of the table has more than
-    /// `blocking_file_count` HFiles or all memstores together hold more
+    /// `blocking_file_count` HFiles (sorted runs) or all memstores together hold more
     /// than `memstore_global_bytes`, wait for flushes and compactions
     /// (asking the apply thread to freeze memstores for the flusher); past
     /// `write_stall_max_ms` refuse with `Busy` (nothing applied).
@@ -700,10 +704,13 @@ impl Store {
         }
         let over = || {
             let u = self.shared.memstore_usage();
+            // Runs are never more than files: count them only then.
             let files = t
                 .regions()
                 .iter()
-                .filter(|r| r.file_count() > o.blocking_file_count)
+                .filter(|r| {
+                    r.file_count() > o.blocking_file_count && r.run_count() > o.blocking_file_count
+                })
                 .cloned()
                 .collect::<Vec<_>>();
             // The apply thread waits on the same condition.

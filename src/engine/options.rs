@@ -74,6 +74,15 @@ pub struct Options {
     /// cores: one on up to 5 cores, then one per two cores beyond the
     /// first two, at most 4.
     pub compaction_threads: usize,
+    /// Most parts a compaction of one region is split into by key range
+    /// (subcompactions), each merged on a thread of its own into a file
+    /// of its own; together they are one sorted run
+    /// (`compaction::plan::runs`). 1: never split. Default
+    /// [`subcompactions_for`] the machine's cores (1 up to 3 cores).
+    pub subcompactions: usize,
+    /// A split compaction reads at least this many bytes per part.
+    /// Default 64 MiB.
+    pub subcompaction_min_bytes: u64,
     /// Nice value (0..=19) of the threads that work behind the
     /// acknowledgement: memstore apply, flush and compaction. They are
     /// CPU-bound; at a lower priority they yield the CPU at once to the
@@ -160,6 +169,13 @@ pub fn compaction_threads_for(cores: usize) -> usize {
     (cores.saturating_sub(2) / 2).clamp(1, 4)
 }
 
+/// Default subcompactions on a machine of `cores`: one part per two
+/// cores, at most 4 (2 cores: 1, that is none; 4: 2; 8+: 4). A split
+/// compaction's parts compete with ingest for the same cores.
+pub fn subcompactions_for(cores: usize) -> usize {
+    (cores / 2).clamp(1, 4)
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -175,6 +191,10 @@ impl Default for Options {
             compaction_threads: compaction_threads_for(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
+            subcompactions: subcompactions_for(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
+            subcompaction_min_bytes: 64 << 20,
             background_nice: 19,
             major_compaction_period_ms: 7 * 24 * 3600 * 1000,
             blocking_file_count: 16,
@@ -289,6 +309,12 @@ impl Options {
         }
         in_range("compaction_threads", self.compaction_threads, 0..=16)?;
         in_range("background_nice", self.background_nice, 0..=19)?;
+        in_range("subcompactions", self.subcompactions, 1..=16)?;
+        in_range(
+            "subcompaction_min_bytes",
+            self.subcompaction_min_bytes,
+            4 << 10..=u64::MAX,
+        )?;
         if self.blocking_file_count <= c.min_files {
             return Err(Error::invalid(
                 "blocking_file_count",
@@ -336,6 +362,8 @@ impl std::fmt::Debug for Options {
             .field("scan_threads", &self.scan_threads)
             .field("compaction", &self.compaction)
             .field("compaction_threads", &self.compaction_threads)
+            .field("subcompactions", &self.subcompactions)
+            .field("subcompaction_min_bytes", &self.subcompaction_min_bytes)
             .field("background_nice", &self.background_nice)
             .field(
                 "major_compaction_period_ms",
@@ -358,7 +386,16 @@ impl std::fmt::Debug for Options {
 
 #[cfg(test)]
 mod tests {
-    use super::compaction_threads_for;
+    use super::{compaction_threads_for, subcompactions_for};
+
+    #[test]
+    fn subcompactions_grow_with_the_cores() {
+        let got: Vec<usize> = [1, 2, 3, 4, 6, 8, 64]
+            .into_iter()
+            .map(subcompactions_for)
+            .collect();
+        assert_eq!(got, [1, 1, 1, 2, 3, 4, 4]);
+    }
 
     #[test]
     fn compaction_workers_grow_with_the_cores_beyond_two() {

@@ -3,9 +3,7 @@
 //! every second by the monitor thread and before every report).
 
 use super::split;
-use super::table::Table;
 use super::{Shared, Store};
-use crate::compaction::plan::Task;
 use crate::error::{Error, Result};
 use crate::hfile::HFileReader;
 use crate::key::RowKey;
@@ -29,6 +27,9 @@ pub struct RegionInfo {
     /// Stored bytes of the region's HFile data (its part of shared files).
     pub size_bytes: u64,
     pub files: usize,
+    /// Sorted runs among the files (the parts of one split compaction are
+    /// one run): what the file limits count.
+    pub runs: usize,
     pub memstore_bytes: usize,
     pub rows_written: u64,
     pub write_batches: u64,
@@ -43,9 +44,10 @@ pub struct RegionInfo {
     pub compaction_running: bool,
     pub compaction_bytes_read: u64,
     pub compaction_bytes_written: u64,
-    /// Pending compaction debt: the bytes of the files the planner would
-    /// merge in this region's next minor compaction (0 when it would merge
-    /// nothing, or would only drop expired files, which costs no rewrite).
+    /// Pending compaction debt: the bytes the minor compactions the
+    /// planner would run one after another (with nothing new flushed)
+    /// would read (`compaction::plan::debt`); 0 when it would merge
+    /// nothing. Expired files are dropped without a rewrite: no debt.
     pub compaction_debt_bytes: u64,
     /// (flush + compaction bytes written) / flush bytes written.
     pub write_amplification: f64,
@@ -126,6 +128,7 @@ impl Store {
                     start_key: r.start,
                     size_bytes: r.weights().iter().map(|(_, b)| b).sum(),
                     files: st.files.len(),
+                    runs: r.run_count(),
                     memstore_bytes: a + f,
                     rows_written: s.rows_written.load(Relaxed),
                     write_batches: s.write_batches.load(Relaxed),
@@ -139,7 +142,7 @@ impl Store {
                     compaction_running: s.compaction_running.load(Relaxed) == 1,
                     compaction_bytes_read: s.compaction_bytes_read.load(Relaxed),
                     compaction_bytes_written: s.compaction_bytes_written.load(Relaxed),
-                    compaction_debt_bytes: compaction_debt(&self.shared, &t, &st.files),
+                    compaction_debt_bytes: compaction_debt(&self.shared, &st.files),
                     write_amplification: s.write_amplification(),
                     write_rate: s.writes.rate(now, cfg.window_secs),
                     read_rate: s.reads.rate(now, cfg.window_secs),
@@ -204,13 +207,7 @@ impl Store {
 }
 
 /// See [`RegionInfo::compaction_debt_bytes`].
-fn compaction_debt(shared: &Shared, t: &Table, files: &[Arc<HFileReader>]) -> u64 {
-    match super::compact::plan_for(shared, t, files, false) {
-        Some(Task::Minor(ids)) => files
-            .iter()
-            .filter(|f| ids.contains(&f.file_id()))
-            .map(|f| f.len_bytes())
-            .sum(),
-        _ => 0,
-    }
+fn compaction_debt(shared: &Shared, files: &[Arc<HFileReader>]) -> u64 {
+    let stats: Vec<_> = files.iter().map(|f| super::compact::stat_of(f)).collect();
+    crate::compaction::plan::debt(&stats, &shared.opts.compaction)
 }

@@ -119,6 +119,13 @@ impl Region {
             .len()
     }
 
+    /// Sorted runs among the region's files (`compaction::plan::runs`).
+    pub fn run_count(&self) -> usize {
+        let files = self.snapshot().files;
+        let stats: Vec<_> = files.iter().map(|f| super::compact::stat_of(f)).collect();
+        crate::compaction::plan::run_count(&stats)
+    }
+
     pub fn frozen_count(&self) -> usize {
         self.state
             .read()

@@ -430,13 +430,18 @@ fn region_metrics(r: &mut Registry, store: &Store) {
         ),
         ("region_hfiles", "HFiles of the region", None),
         (
+            "region_sorted_runs",
+            "Sorted runs among the region's HFiles (what the file limits count)",
+            None,
+        ),
+        (
             "region",
             "Stored bytes of the region's data",
             Some(Unit::Bytes),
         ),
         (
             "region_compaction_debt",
-            "Bytes the region's next minor compaction would merge (0: none pending)",
+            "Bytes the minor compactions the planner would run next would read (0: none pending)",
             Some(Unit::Bytes),
         ),
         (
@@ -463,6 +468,7 @@ fn region_metrics(r: &mut Registry, store: &Store) {
                 ri.read_rate,
                 f64::from(u8::from(ri.hot)),
                 ri.files as f64,
+                ri.runs as f64,
                 ri.size_bytes as f64,
                 ri.compaction_debt_bytes as f64,
                 ri.write_amplification,
