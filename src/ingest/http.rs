@@ -412,7 +412,7 @@ fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
 
 /// Per-region gauges and counters, labelled by table and region.
 fn region_metrics(r: &mut Registry, store: &Store) {
-    let gauges: [(&str, &str, Option<Unit>); 7] = [
+    let gauges: [(&str, &str, Option<Unit>); 8] = [
         (
             "region_write_rows_per_second",
             "Rows written per second over the hotspot window",
