@@ -511,6 +511,7 @@ fn too_many_files_stall_writers_then_refuse_with_busy_until_compacted() {
     let clock = Arc::new(ManualClock::new(T0));
     let opts = Options {
         blocking_file_count: 4,
+        slowdown_file_count: 0,
         compaction: telestore::compaction::plan::Policy {
             stuck_files: 4,
             ..Default::default()
@@ -694,4 +695,74 @@ fn a_split_compaction_writes_one_run_of_parts() {
     // A major compaction of one run of disjoint parts is not split again.
     let out = store.compact("t", true).unwrap();
     assert_eq!(out[0].files_out, 1, "{out:?}");
+}
+
+/// Three flushed files in one region and nothing compacting them: with a
+/// slowdown from three sorted runs, or from any compaction debt,
+/// writes are delayed (counted) and still accepted; past the debt stop
+/// they stall and are refused `Busy`, nothing applied.
+#[test]
+fn runs_and_compaction_debt_slow_writes_down_then_stop_them() {
+    let setup = |opts: Options| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), opts);
+        let one_region = TableOptions {
+            regions: 1,
+            ..TableOptions::default()
+        };
+        store.create_table(small_schema("t", one_region)).unwrap();
+        for f in 0..3i64 {
+            let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
+            store
+                .write("t", &small_rows(&rows), Durability::Sync)
+                .unwrap();
+            store.flush().unwrap();
+        }
+        (dir, store)
+    };
+    let write = |s: &Store, ts: i64| s.write("t", &small_rows(&[(1, ts, 1)]), Durability::Sync);
+    let base = || options(Arc::new(ManualClock::new(T0)));
+    // By runs: the flushes above were slowed too once there were three.
+    let (_d, store) = setup(Options {
+        slowdown_file_count: 3,
+        compaction_debt_slowdown_bytes: 0,
+        ..base()
+    });
+    let before = store.stats().slowed_writes;
+    write(&store, T0 + 100).unwrap();
+    assert_eq!(store.stats().slowed_writes, before + 1);
+    // Off: nothing slowed.
+    let (_d, store) = setup(Options {
+        slowdown_file_count: 0,
+        compaction_debt_slowdown_bytes: 0,
+        ..base()
+    });
+    write(&store, T0 + 100).unwrap();
+    assert_eq!(store.stats().slowed_writes, 0);
+    // By debt (refreshed after every flush).
+    let (_d, store) = setup(Options {
+        slowdown_file_count: 0,
+        compaction_debt_slowdown_bytes: 1,
+        compaction_debt_stop_bytes: 0,
+        ..base()
+    });
+    assert!(store.stats().compaction_debt_bytes > 0);
+    write(&store, T0 + 100).unwrap();
+    assert!(store.stats().slowed_writes >= 1);
+    // The debt stop: a stall, then Busy, nothing applied.
+    let (_d, store) = setup(Options {
+        slowdown_file_count: 0,
+        compaction_debt_slowdown_bytes: 0,
+        compaction_debt_stop_bytes: 1,
+        write_stall_max_ms: 100,
+        ..base()
+    });
+    match write(&store, T0 + 100) {
+        Err(Error::Busy { .. }) => {}
+        other => panic!("expected Busy past the debt stop, got {other:?}"),
+    }
+    assert!(store.get("t", 1, T0 + 100).unwrap().is_none());
+    store.compact("t", false).unwrap();
+    assert_eq!(store.stats().compaction_debt_bytes, 0);
+    write(&store, T0 + 100).unwrap();
 }

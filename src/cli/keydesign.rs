@@ -491,6 +491,7 @@ fn flush_path(lay: &Layout, fleet: &Fleet, limit: usize, dir: &Path) -> Result<(
                 encoding: telestore::schema::BlockEncoding::Rows,
                 field_types: Vec::new(),
                 pco_level: 0,
+                limiter: None,
             },
         )?;
         for (_, i) in order {

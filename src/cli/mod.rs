@@ -13,6 +13,7 @@ mod load;
 mod query;
 mod regions;
 mod serve;
+mod background;
 mod sustained;
 mod table;
 mod verify;

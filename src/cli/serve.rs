@@ -19,7 +19,10 @@ pub struct ServeArgs {
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
     /// memstore_global_mib, shutdown_flush, cache_flushed_blocks,
-    /// readahead_new_files_mib, wal_dir, compaction_threads.
+    /// readahead_new_files_mib, wal_dir, compaction_threads,
+    /// subcompactions, background_io_priority, background_write_mib_s,
+    /// background_write_auto, compaction_debt_slowdown_mib,
+    /// compaction_debt_stop_mib.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -115,6 +118,8 @@ pub struct ServeArgs {
     /// every acknowledged write) [default: true].
     #[arg(long, value_name = "BOOL")]
     shutdown_flush: Option<bool>,
+    #[command(flatten)]
+    background: super::background::BackgroundArgs,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -138,6 +143,12 @@ struct ServeFile {
     readahead_new_files_mib: Option<u64>,
     wal_dir: Option<PathBuf>,
     compaction_threads: Option<usize>,
+    subcompactions: Option<usize>,
+    background_io_priority: Option<String>,
+    background_write_mib_s: Option<u64>,
+    background_write_auto: Option<bool>,
+    compaction_debt_slowdown_mib: Option<u64>,
+    compaction_debt_stop_mib: Option<u64>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -207,6 +218,15 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if let Some(n) = a.compaction_threads.or(f.compaction_threads) {
         opts.compaction_threads = n;
     }
+    let from_file = super::background::BackgroundArgs {
+        subcompactions: f.subcompactions,
+        background_io_priority: f.background_io_priority.clone(),
+        background_write_mib_s: f.background_write_mib_s,
+        background_write_auto: f.background_write_auto,
+        compaction_debt_slowdown_mib: f.compaction_debt_slowdown_mib,
+        compaction_debt_stop_mib: f.compaction_debt_stop_mib,
+    };
+    a.background.clone().or(from_file).apply(&mut opts)?;
     if let Some(w) = a.wal_dir.clone().or(f.wal_dir.clone()) {
         opts.wal_dir =
             Some(std::path::absolute(&w).with_context(|| format!("--wal-dir {}", w.display()))?);

@@ -1,14 +1,25 @@
 //! `telestore bench sustained`: continuous ingest for a set time with
-//! background flushes and compactions; every interval it prints the file
-//! counts per region, the write amplification, stalls, and the latency of
-//! sampled reads (`latest` and one-hour device scans), so one can see
-//! whether files and read latency stay bounded.
+//! background flushes and compactions. Every interval it prints the
+//! ingest rate, files and sorted runs per region, compaction debt, write
+//! amplification, slowed and refused writes, the write acknowledgement
+//! latency, the disk's own fdatasync latency (a probe file beside the
+//! store, synced every 100 ms) and the latency of sampled reads (`latest`
+//! and one-hour device scans). At the end: a summary line over the whole
+//! run, and the `latest` probe right after a flush against its warm
+//! latency.
+//!
+//! `--rate` paces the writers (e.g. at half the peak, for ack latency);
+//! the background flags (`--subcompactions`, `--background-io-priority`,
+//! `--background-write-mib-s`, ...) and `--compaction-threads`,
+//! `--cache-flushed-blocks` switch each measure off in turn.
 
+use super::background::BackgroundArgs;
 use anyhow::{Context, Result};
 use clap::Args;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use telestore::testkit::{push_fleet_row, readings_schema, FLEET_T0_MS};
 use telestore::{Durability, Error, Options, Order, Store};
@@ -33,9 +44,25 @@ pub struct SustainedArgs {
     /// Writer threads.
     #[arg(long, default_value_t = 4)]
     writers: u64,
+    /// Rows per second for all writers together (0: as fast as acks
+    /// come back).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
     /// Memstore flush threshold per region, MiB.
     #[arg(long, default_value_t = 64)]
     flush_mib: usize,
+    /// Memory for all memstores together, MiB (raise it with a large
+    /// --flush-mib and --compaction-threads 0 to pause background work).
+    #[arg(long, default_value_t = 512)]
+    memstore_global_mib: usize,
+    /// Compaction workers [default: the store's default for the cores].
+    #[arg(long)]
+    compaction_threads: Option<usize>,
+    /// Put flushed blocks into the block cache as they are written.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    cache_flushed_blocks: bool,
+    #[command(flatten)]
+    background: BackgroundArgs,
     /// Reads sampled per interval (each: one `latest`, one 1-hour scan).
     #[arg(long, default_value_t = 200)]
     samples: usize,
@@ -44,69 +71,87 @@ pub struct SustainedArgs {
     keep: bool,
 }
 
+/// What the writers and the probe collect between two report lines.
+#[derive(Default)]
+struct Window {
+    acks_us: Vec<u32>,
+    fsyncs_us: Vec<u32>,
+}
+
+/// Both windows: the current interval's and the whole run's.
+#[derive(Default)]
+struct Samples {
+    now: Window,
+    all: Window,
+}
+
+impl Samples {
+    fn ack(&mut self, d: Duration) {
+        let us = d.as_micros().min(u32::MAX as u128) as u32;
+        self.now.acks_us.push(us);
+        self.all.acks_us.push(us);
+    }
+    fn fsync(&mut self, d: Duration) {
+        let us = d.as_micros().min(u32::MAX as u128) as u32;
+        self.now.fsyncs_us.push(us);
+        self.all.fsyncs_us.push(us);
+    }
+}
+
+fn options(a: &SustainedArgs) -> Result<Options> {
+    let mut opts = Options {
+        flush_threshold_bytes: a.flush_mib << 20,
+        memstore_global_bytes: a.memstore_global_mib << 20,
+        cache_flushed_blocks: a.cache_flushed_blocks,
+        ..Options::default()
+    };
+    if let Some(n) = a.compaction_threads {
+        opts.compaction_threads = n;
+    }
+    a.background.apply(&mut opts)?;
+    Ok(opts)
+}
+
 pub fn run(a: SustainedArgs) -> Result<()> {
     if a.dir.exists() {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;
     }
-    let opts = Options {
-        flush_threshold_bytes: a.flush_mib << 20,
-        ..Options::default()
-    };
-    let store = Arc::new(Store::open(&a.dir, opts)?);
+    let opts = options(&a)?;
+    let store = Arc::new(Store::open(&a.dir, opts.clone())?);
     store.create_table(readings_schema("readings"))?;
     println!(
-        "telestore bench sustained: {} s, {} devices, batches of {}, {} writers, sync, flush at {} MiB/region, io {}",
-        a.seconds, a.devices, a.batch, a.writers, a.flush_mib, store.io_kind().name()
+        "telestore bench sustained: {} s, {} devices, batches of {}, {} writers, rate {}, sync, flush at {} MiB/region, io {}",
+        a.seconds,
+        a.devices,
+        a.batch,
+        a.writers,
+        if a.rate > 0 { a.rate.to_string() } else { "unpaced".into() },
+        a.flush_mib,
+        store.io_kind().name()
     );
     println!(
-        "{:>6} {:>10} {:>9} {:>7} {:>9} {:>9} {:>6} {:>6} {:>7} {:>11} {:>11} {:>11} {:>11}",
-        "t_s",
-        "rows",
-        "rows/s",
-        "hfiles",
-        "files/reg",
-        "max/reg",
-        "compac",
-        "w_amp",
-        "busy",
-        "latest_p50",
-        "latest_p99",
-        "scan1h_p50",
-        "scan1h_p99"
+        "options: compaction_threads {} subcompactions {} io_priority {} write_limit {} MiB/s (auto {}) debt slowdown/stop {}/{} MiB cache_flushed_blocks {}",
+        opts.compaction_threads,
+        opts.subcompactions,
+        opts.background_io_priority.name(),
+        opts.background_write_bytes_per_sec >> 20,
+        opts.background_write_auto,
+        opts.compaction_debt_slowdown_bytes >> 20,
+        opts.compaction_debt_stop_bytes >> 20,
+        opts.cache_flushed_blocks
+    );
+    println!(
+        "{:>5} {:>10} {:>8} {:>5} {:>5} {:>4} {:>5} {:>8} {:>5} {:>5} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}",
+        "t_s", "rows", "rows/s", "files", "f/reg", "max", "runs", "debt_MiB", "w_amp",
+        "slow", "busy", "ack_p50", "ack_p99", "ack_999", "sync50", "sync99", "lat_p50", "lat_p99",
+        "scan_p50", "scan_p99"
     );
     let stop = Arc::new(AtomicBool::new(false));
     let rows = Arc::new(AtomicU64::new(0));
-    let next_batch = Arc::new(AtomicU64::new(0));
-    let mut writers = Vec::new();
-    for _ in 0..a.writers {
-        let (store, stop, rows, next) = (
-            store.clone(),
-            stop.clone(),
-            rows.clone(),
-            next_batch.clone(),
-        );
-        let (devices, batch) = (a.devices, a.batch);
-        writers.push(std::thread::spawn(move || -> Result<()> {
-            while !stop.load(Ordering::Relaxed) {
-                let b = next.fetch_add(1, Ordering::Relaxed);
-                let mut buf = Vec::with_capacity(batch as usize * 72);
-                for j in b * batch..(b + 1) * batch {
-                    push_fleet_row(&mut buf, j % devices, j / devices, 10_000);
-                }
-                match store.write("readings", &buf, Durability::Sync) {
-                    Ok(_) => {
-                        rows.fetch_add(batch, Ordering::Relaxed);
-                    }
-                    Err(Error::Busy { retry_after_ms }) => {
-                        std::thread::sleep(Duration::from_millis(retry_after_ms.min(1000)))
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Ok(())
-        }));
-    }
+    let samples = Arc::new(Mutex::new(Samples::default()));
     let t0 = Instant::now();
+    let writers = spawn_writers(&a, &store, &stop, &rows, &samples, t0);
+    let probe = spawn_fsync_probe(&a.dir, &stop, &samples)?;
     let mut last = (0u64, t0);
     let mut tick = 1;
     while t0.elapsed() < Duration::from_secs(a.seconds) {
@@ -116,12 +161,20 @@ pub fn run(a: SustainedArgs) -> Result<()> {
         let n = rows.load(Ordering::Relaxed);
         let rate = (n - last.0) as f64 / last.1.elapsed().as_secs_f64();
         last = (n, Instant::now());
-        report(&store, &a, t0.elapsed().as_secs(), n, rate)?;
+        let window = std::mem::take(&mut lock(&samples).now);
+        report(&store, &a, t0.elapsed().as_secs(), n, rate, window)?;
     }
     stop.store(true, Ordering::Relaxed);
     for w in writers {
         w.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
     }
+    probe
+        .join()
+        .map_err(|_| anyhow::anyhow!("fsync probe panicked"))??;
+    let total = rows.load(Ordering::Relaxed);
+    let all = std::mem::take(&mut lock(&samples).all);
+    summary(&store, total, t0.elapsed(), all)?;
+    after_flush_probe(&store, &a, total)?;
     Arc::try_unwrap(store)
         .map_err(|_| anyhow::anyhow!("store still shared"))?
         .close()?;
@@ -131,32 +184,151 @@ pub fn run(a: SustainedArgs) -> Result<()> {
     Ok(())
 }
 
-fn pct(v: &mut [Duration], p: f64) -> String {
-    v.sort();
-    let i = ((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1));
-    v.get(i)
-        .map_or("-".into(), |d| format!("{:.0}us", d.as_secs_f64() * 1e6))
+fn lock(s: &Mutex<Samples>) -> std::sync::MutexGuard<'_, Samples> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn report(store: &Store, a: &SustainedArgs, t: u64, rows: u64, rate: f64) -> Result<()> {
+type Worker = std::thread::JoinHandle<Result<()>>;
+
+/// Writer threads: batch `b` holds rows `b*batch..(b+1)*batch` of the
+/// fleet (device = row % devices); with a rate, batch `b` is not sent
+/// before `t0 + b*batch/rate`.
+fn spawn_writers(
+    a: &SustainedArgs,
+    store: &Arc<Store>,
+    stop: &Arc<AtomicBool>,
+    rows: &Arc<AtomicU64>,
+    samples: &Arc<Mutex<Samples>>,
+    t0: Instant,
+) -> Vec<Worker> {
+    let next_batch = Arc::new(AtomicU64::new(0));
+    (0..a.writers)
+        .map(|_| {
+            let (store, stop, rows, next, samples) = (
+                store.clone(),
+                stop.clone(),
+                rows.clone(),
+                next_batch.clone(),
+                samples.clone(),
+            );
+            let (devices, batch, rate) = (a.devices, a.batch, a.rate);
+            std::thread::spawn(move || -> Result<()> {
+                while !stop.load(Ordering::Relaxed) {
+                    let b = next.fetch_add(1, Ordering::Relaxed);
+                    if rate > 0 {
+                        let due = t0 + Duration::from_secs_f64((b * batch) as f64 / rate as f64);
+                        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                    }
+                    let mut buf = Vec::with_capacity(batch as usize * 72);
+                    for j in b * batch..(b + 1) * batch {
+                        push_fleet_row(&mut buf, j % devices, j / devices, 10_000);
+                    }
+                    let sent = Instant::now();
+                    match store.write("readings", &buf, Durability::Sync) {
+                        Ok(_) => {
+                            lock(&samples).ack(sent.elapsed());
+                            rows.fetch_add(batch, Ordering::Relaxed);
+                        }
+                        Err(Error::Busy { retry_after_ms }) => {
+                            std::thread::sleep(Duration::from_millis(retry_after_ms.min(1000)))
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect()
+}
+
+/// The disk's own fdatasync latency while the store runs: 4 KiB written
+/// and fdatasync'ed every 100 ms to a file beside the store.
+fn spawn_fsync_probe(
+    dir: &std::path::Path,
+    stop: &Arc<AtomicBool>,
+    samples: &Arc<Mutex<Samples>>,
+) -> Result<Worker> {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).with_context(|| format!("{}", path.display()))?;
+    let (stop, samples) = (stop.clone(), samples.clone());
+    Ok(std::thread::spawn(move || -> Result<()> {
+        let page = [0x5au8; 4096];
+        while !stop.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            f.write_all(&page)?;
+            f.sync_data()?;
+            lock(&samples).fsync(t.elapsed());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(f);
+        std::fs::remove_file(&path).ok();
+        Ok(())
+    }))
+}
+
+/// The `p` quantile of `v` (sorts it), or `None` when empty.
+fn quantile<T: Ord + Copy>(v: &mut [T], p: f64) -> Option<T> {
+    v.sort_unstable();
+    let i = ((v.len() as f64 * p) as usize).min(v.len().checked_sub(1)?);
+    Some(v[i])
+}
+
+fn us(v: &mut [u32], p: f64) -> String {
+    quantile(v, p).map_or("-".into(), fmt_us)
+}
+
+fn fmt_us(us: u32) -> String {
+    if us >= 10_000 {
+        format!("{:.0}ms", us as f64 / 1000.0)
+    } else {
+        format!("{us}us")
+    }
+}
+
+fn dur(v: &mut [Duration], p: f64) -> String {
+    quantile(v, p).map_or("-".into(), |d| fmt_us(d.as_micros() as u32))
+}
+
+/// Files, sorted runs and write amplification of the table.
+struct Shape {
+    files: usize,
+    mean: f64,
+    max: usize,
+    runs_max: usize,
+    wamp: f64,
+}
+
+fn shape(store: &Store) -> Result<Shape> {
     let regions = store.regions("readings")?;
-    let st = store.stats();
     let files: Vec<usize> = regions.iter().map(|r| r.files).collect();
-    let mean = files.iter().sum::<usize>() as f64 / files.len().max(1) as f64;
-    let max = files.iter().max().copied().unwrap_or(0);
-    let compactions: u64 = regions.iter().map(|r| r.compactions).sum();
     let (fb, cb): (u64, u64) = regions.iter().fold((0, 0), |(f, c), r| {
         (f + r.flush_bytes, c + r.compaction_bytes_written)
     });
-    let wamp = if fb > 0 {
-        (fb + cb) as f64 / fb as f64
-    } else {
-        0.0
-    };
+    Ok(Shape {
+        files: store.stats().hfiles,
+        mean: files.iter().sum::<usize>() as f64 / files.len().max(1) as f64,
+        max: files.iter().max().copied().unwrap_or(0),
+        runs_max: regions.iter().map(|r| r.runs).max().unwrap_or(0),
+        wamp: if fb > 0 {
+            (fb + cb) as f64 / fb as f64
+        } else {
+            0.0
+        },
+    })
+}
+
+/// `latest` and 1-hour scans of `n` devices picked by `salt`.
+fn sample_reads(
+    store: &Store,
+    a: &SustainedArgs,
+    rows: u64,
+    salt: u64,
+    n: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
     let rounds = (rows / a.devices).max(1);
     let (mut latest, mut scans) = (Vec::new(), Vec::new());
-    for i in 0..a.samples as u64 {
-        let d = telestore::testkit::mix(t ^ i) % a.devices;
+    for i in 0..n as u64 {
+        let d = telestore::testkit::mix(salt ^ i) % a.devices;
         let t1 = Instant::now();
         store.latest("readings", d, 1)?;
         latest.push(t1.elapsed());
@@ -165,14 +337,102 @@ fn report(store: &Store, a: &SustainedArgs, t: u64, rows: u64, rate: f64) -> Res
         store.scan("readings", d, to - 3_600_000, to, Order::NewestFirst)?;
         scans.push(t2.elapsed());
     }
+    Ok((latest, scans))
+}
+
+fn report(
+    store: &Store,
+    a: &SustainedArgs,
+    t: u64,
+    rows: u64,
+    rate: f64,
+    mut w: Window,
+) -> Result<()> {
+    let s = shape(store)?;
+    let st = store.stats();
+    let (mut latest, mut scans) = sample_reads(store, a, rows, t, a.samples)?;
     println!(
-        "{t:>6} {rows:>10} {rate:>9.0} {:>7} {mean:>9.1} {max:>9} {compactions:>6} {wamp:>6.2} {:>7} {:>11} {:>11} {:>11} {:>11}",
-        st.hfiles,
+        "{t:>5} {rows:>10} {rate:>8.0} {:>5} {:>5.1} {:>4} {:>5} {:>8} {:>5.2} {:>5} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}",
+        s.files,
+        s.mean,
+        s.max,
+        s.runs_max,
+        st.compaction_debt_bytes >> 20,
+        s.wamp,
+        st.slowed_writes,
         st.busy_writes,
-        pct(&mut latest, 0.5),
-        pct(&mut latest, 0.99),
-        pct(&mut scans, 0.5),
-        pct(&mut scans, 0.99)
+        us(&mut w.acks_us, 0.5),
+        us(&mut w.acks_us, 0.99),
+        us(&mut w.acks_us, 0.999),
+        us(&mut w.fsyncs_us, 0.5),
+        us(&mut w.fsyncs_us, 0.99),
+        dur(&mut latest, 0.5),
+        dur(&mut latest, 0.99),
+        dur(&mut scans, 0.5),
+        dur(&mut scans, 0.99)
+    );
+    Ok(())
+}
+
+fn summary(
+    store: &Store,
+    rows: u64,
+    took: Duration,
+    mut all: Window,
+) -> Result<()> {
+    let s = shape(store)?;
+    let st = store.stats();
+    println!(
+        "summary: {rows} rows in {:.0} s = {:.0} rows/s; files {} (max/region {}, runs max {}); debt {} MiB; w_amp {:.2}; slowed {} busy {} stalled {}; ack p50/p99/p999 {}/{}/{}; disk fdatasync p50/p99 {}/{}; limiter waited {} ms",
+        took.as_secs_f64(),
+        rows as f64 / took.as_secs_f64(),
+        s.files,
+        s.max,
+        s.runs_max,
+        st.compaction_debt_bytes >> 20,
+        s.wamp,
+        st.slowed_writes,
+        st.busy_writes,
+        st.stalled_writes,
+        us(&mut all.acks_us, 0.5),
+        us(&mut all.acks_us, 0.99),
+        us(&mut all.acks_us, 0.999),
+        us(&mut all.fsyncs_us, 0.5),
+        us(&mut all.fsyncs_us, 0.99),
+        st.background_write_wait_ms
+    );
+    Ok(())
+}
+
+/// `latest` right after a flush against its warm latency: the same
+/// devices read twice (the second pass warm), then one more round of
+/// every device written and flushed, and the devices read again at once.
+fn after_flush_probe(store: &Store, a: &SustainedArgs, rows: u64) -> Result<()> {
+    let n = a.samples.max(100);
+    sample_reads(store, a, rows, 7, n)?;
+    let (mut warm, _) = sample_reads(store, a, rows, 7, n)?;
+    let round = rows / a.devices + 1;
+    let mut buf = Vec::with_capacity(a.devices as usize * 72);
+    for d in 0..a.devices {
+        push_fleet_row(&mut buf, d, round, 10_000);
+    }
+    store.write("readings", &buf, Durability::Sync)?;
+    store.flush()?;
+    let (mut fresh, _) = sample_reads(store, a, rows + a.devices, 7, n)?;
+    let ratio = |f: &mut [Duration], w: &mut [Duration]| {
+        let (f, w) = (quantile(f, 0.99), quantile(w, 0.99));
+        match (f, w) {
+            (Some(f), Some(w)) if !w.is_zero() => format!("{:.2}", f.as_secs_f64() / w.as_secs_f64()),
+            _ => "-".into(),
+        }
+    };
+    println!(
+        "latest after a flush: p50/p99 {}/{} against warm {}/{} (p99 ratio {})",
+        dur(&mut fresh, 0.5),
+        dur(&mut fresh, 0.99),
+        dur(&mut warm, 0.5),
+        dur(&mut warm, 0.99),
+        ratio(&mut fresh, &mut warm)
     );
     Ok(())
 }

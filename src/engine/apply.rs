@@ -4,6 +4,13 @@
 //! publishes the applied sequence number to readers and freezes full
 //! memstores (between groups, so a frozen memstore holds every edit up to
 //! its highest sequence number).
+//!
+//! It never waits for flushes: what it applies was acknowledged already,
+//! and reads wait for it (read-your-writes), so a wait here for memory
+//! would hold every read behind the flusher. Memory is bounded where
+//! writes come in instead (`Store::admit`: the global memstore limit and
+//! `frozen_memstores_max` stall writers), plus what was admitted before
+//! the limit was reached, which the apply queue's byte budget bounds.
 
 use super::budget::ByteBudget;
 use super::commit::{apply, Logged};
@@ -11,10 +18,9 @@ use super::table::{Region, Table};
 use super::Shared;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Payload bytes of logged groups queued for the apply thread; when it
-/// stalls (flush backlog) the sync workers, then the commit thread and
+/// falls behind (CPU) the sync workers, then the commit thread and
 /// writers, wait.
 pub const APPLY_QUEUE_BYTES: usize = 64 << 20;
 
@@ -71,22 +77,23 @@ impl Applier {
                     let _ = reply.send(());
                 }
                 ApplyMsg::Unpin { table, seq } => self.unpin(table, seq),
-                ApplyMsg::Relieve => self.wait_for_flush_room(&[]),
+                ApplyMsg::Relieve => {
+                    self.relieve_global_pressure();
+                }
                 ApplyMsg::Shutdown => break,
             }
         }
     }
 
     /// Freeze a region's memstore at the flush threshold; under global
-    /// memory pressure hand the flusher the largest one anywhere; then
-    /// wait while flushes are behind.
+    /// memory pressure hand the flusher the largest one anywhere.
     fn maybe_freeze(&self, t: &Arc<Table>, touched: &[Arc<Region>]) {
         for r in touched {
             if r.active().bytes() >= self.shared.opts.flush_threshold_bytes && r.freeze() {
                 self.shared.request_flush(t.id);
             }
         }
-        self.wait_for_flush_room(touched);
+        self.relieve_global_pressure();
     }
 
     /// Under global pressure freeze the largest memstore (see
@@ -102,25 +109,6 @@ impl Applier {
             }
         }
         usage.over_limit(&self.shared.opts)
-    }
-
-    /// Backpressure: while a region has too many frozen memstores, or all
-    /// memstores together are over the global limit, wait for the flusher
-    /// rather than growing memory without bound. Each finished flush lets
-    /// the next largest memstore go to the flusher.
-    fn wait_for_flush_room(&self, touched: &[Arc<Region>]) {
-        let max = self.shared.opts.frozen_memstores_max.max(1);
-        loop {
-            let over = self.relieve_global_pressure();
-            let behind = over
-                || touched
-                    .iter()
-                    .any(|r| !r.is_retired() && r.frozen_count() > max);
-            if !behind || self.shared.check_poisoned().is_err() {
-                break;
-            }
-            self.shared.wait_flush_progress(Duration::from_millis(50));
-        }
     }
 
     fn unpin(&self, table: u32, seq: u64) {

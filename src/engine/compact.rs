@@ -120,6 +120,7 @@ pub fn compact_region(
             r.stats
                 .compaction_bytes_written
                 .fetch_add(o.bytes_out, Relaxed);
+            shared.refresh_compaction_debt();
             shared.notify_flush_progress();
         }
         Ok(None) => {}
@@ -218,7 +219,10 @@ fn merge_files(
                     let part = &part;
                     std::thread::Builder::new()
                         .name(format!("telestore-subcompact-{i}"))
-                        .spawn_scoped(s, move || part(i, *range))
+                        .spawn_scoped(s, move || {
+                            let _io = shared.enter_background_io();
+                            part(i, *range)
+                        })
                 })
                 .collect();
             handles
@@ -506,6 +510,7 @@ pub fn sweep_graveyard(shared: &Shared) {
 
 /// A compaction worker: serve the queue until it closes.
 pub fn worker(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Job>) {
+    let _io = shared.enter_background_io();
     while let Ok(job) = rx.recv() {
         let Some(t) = shared
             .tables_snapshot()
@@ -594,6 +599,7 @@ impl Shared {
                 }
             }
         }
+        self.refresh_compaction_debt();
         sweep_graveyard(self);
     }
 }

@@ -10,6 +10,7 @@ use crate::cell;
 use crate::error::Result;
 use crate::hfile::writer::PCO_LEVEL_MINOR;
 use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
+use crate::io::rate::Priority;
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::{Memstore, ALL_TIME};
 use crate::schema::BlockEncoding;
@@ -62,6 +63,9 @@ pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
     let min = shared.opts.compaction.min_files;
     for r in t.regions().iter().filter(|r| r.file_count() >= min) {
         shared.request_compaction(t.id, r, false);
+    }
+    if n > 0 {
+        shared.refresh_compaction_debt();
     }
     Ok(n)
 }
@@ -206,6 +210,10 @@ pub fn write_hfile_as(
     let tmp = dir.join(format!("{}.tmp", file_name(file_id)));
     let mut opts = WriterOptions::for_table(t.id, &t.schema, expected_cells, name.created_ms);
     opts.direct = shared.opts.direct_hfile_writes;
+    opts.limiter = shared.limiter.clone().map(|l| match output {
+        Output::Flush => (l, Priority::High),
+        Output::Minor | Output::Major => (l, Priority::Low),
+    });
     opts.encoding = t.encoding();
     let warm = match output {
         Output::Flush => {

@@ -17,6 +17,7 @@ pub(crate) mod devices;
 mod flush;
 mod open;
 mod options;
+mod pacing;
 mod reads;
 mod regions;
 mod split;
@@ -75,6 +76,12 @@ pub struct Shared {
     /// Writes that had to wait (write stall), and writes refused `Busy`.
     pub(crate) stalls: AtomicU64,
     pub(crate) busy: AtomicU64,
+    /// Writes slowed down for compaction debt.
+    pub(crate) slowed: AtomicU64,
+    /// The store's compaction debt (`pacing`).
+    compaction_debt: AtomicU64,
+    /// The background write rate limiter, when configured.
+    pub(crate) limiter: Option<Arc<crate::io::rate::RateLimiter>>,
     /// New files handed to the kernel's read-ahead.
     pub(crate) files_read_ahead: AtomicU64,
     pub(crate) metrics: EngineMetrics,
@@ -312,6 +319,16 @@ pub struct StoreStats {
     /// Writes that waited in a write stall, and writes refused with `Busy`.
     pub stalled_writes: u64,
     pub busy_writes: u64,
+    /// Writes delayed for compaction debt (`Options::compaction_debt_slowdown_bytes`).
+    pub slowed_writes: u64,
+    /// The store's compaction debt as last refreshed (every second and
+    /// after each flush and compaction).
+    pub compaction_debt_bytes: u64,
+    /// The background write limiter's rate now (0: no limiter), the
+    /// bytes it let through and the time compactions waited for it.
+    pub background_write_rate_bytes_per_sec: u64,
+    pub background_write_bytes: u64,
+    pub background_write_wait_ms: u64,
     /// New HFiles handed to the kernel's read-ahead
     /// (`Options::readahead_new_files_bytes`).
     pub files_read_ahead: u64,
@@ -628,6 +645,15 @@ impl Store {
             cache: self.shared.cache.stats(),
             stalled_writes: self.shared.stalls.load(Ordering::Relaxed),
             busy_writes: self.shared.busy.load(Ordering::Relaxed),
+            slowed_writes: self.shared.slowed.load(Ordering::Relaxed),
+            compaction_debt_bytes: self.shared.compaction_debt(),
+            background_write_rate_bytes_per_sec: self.shared.limiter.as_ref().map_or(0, |l| l.rate()),
+            background_write_bytes: self.shared.limiter.as_ref().map_or(0, |l| l.bytes_through()),
+            background_write_wait_ms: self
+                .shared
+                .limiter
+                .as_ref()
+                .map_or(0, |l| l.waited().as_millis() as u64),
             files_read_ahead: self.shared.files_read_ahead.load(Ordering::Relaxed),
             ..Default::default()
         };
@@ -686,12 +712,15 @@ impl Store {
     }
 
     /// Write stall: while a region of the table has more than
-    /// `blocking_file_count` HFiles (sorted runs) or all memstores together hold more
-    /// than `memstore_global_bytes`, wait for flushes and compactions
+    /// `blocking_file_count` HFiles (sorted runs), the store's compaction
+    /// debt is at `compaction_debt_stop_bytes` or all memstores together
+    /// hold more than `memstore_global_bytes`, wait for flushes and
+    /// compactions
     /// (asking the apply thread to freeze memstores for the flusher); past
     /// `write_stall_max_ms` refuse with `Busy` (nothing applied).
     /// Near the file limit it first waits for the apply thread to catch
-    /// up with what was acknowledged.
+    /// up with what was acknowledged. Past the debt slowdown threshold it
+    /// sleeps a little first (`pacing`).
     fn admit(&self, t: &Table) -> Result<()> {
         let o = &self.shared.opts;
         // Acknowledged writes still queued for the apply thread turn into
@@ -699,8 +728,14 @@ impl Store {
         // land first, so the check below sees them (else a fast writer
         // runs up to the 64 MiB apply queue past the limit).
         let most_files = t.regions().iter().map(|r| r.file_count()).max();
-        if most_files.unwrap_or(0) * 2 > o.blocking_file_count {
+        let most_files = most_files.unwrap_or(0);
+        if most_files * 2 > o.blocking_file_count {
             self.shared.gate.wait_caught_up();
+        }
+        let slow = self.shared.debt_slowdown().max(self.runs_slowdown(t, most_files));
+        if !slow.is_zero() {
+            self.shared.slowed.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(slow);
         }
         let over = || {
             let u = self.shared.memstore_usage();
@@ -713,11 +748,14 @@ impl Store {
                 })
                 .cloned()
                 .collect::<Vec<_>>();
-            // The apply thread waits on the same condition.
-            (files, u.over_limit(o))
+            // A region whose flushes are behind counts as memory pressure.
+            let frozen_max = o.frozen_memstores_max.max(1);
+            let behind = t.regions().iter().any(|r| r.frozen_count() > frozen_max);
+            (files, u.over_limit(o) || behind)
         };
+        let debt = || self.shared.debt_stops_writes();
         let (files, mem) = over();
-        if files.is_empty() && !mem {
+        if files.is_empty() && !mem && !debt() {
             return Ok(());
         }
         if self
@@ -727,10 +765,11 @@ impl Store {
             .is_multiple_of(1000)
         {
             tracing::warn!(
-                "write stall on table {}: {} regions over {} files, memstores over limit: {mem}",
+                "write stall on table {}: {} regions over {} files, memstores over limit: {mem}, compaction debt {} bytes",
                 t.schema.name,
                 files.len(),
-                o.blocking_file_count
+                o.blocking_file_count,
+                self.shared.compaction_debt()
             );
         }
         if mem {
@@ -750,7 +789,7 @@ impl Store {
             self.shared.wait_flush_progress(Duration::from_millis(20));
             let mem;
             (files, mem) = over();
-            if files.is_empty() && !mem {
+            if files.is_empty() && !mem && !debt() {
                 return Ok(());
             }
             if std::time::Instant::now() >= deadline {

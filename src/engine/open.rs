@@ -132,6 +132,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     let (flush_tx, flush_rx) = unbounded();
     let (commit_tx, commit_rx) = unbounded();
     let (compact_tx, compact_rx) = unbounded();
+    let opts_limit = opts.background_write_bytes_per_sec;
     let shared = Arc::new(Shared {
         dir: dir.to_path_buf(),
         backend,
@@ -160,6 +161,9 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         graveyard: Mutex::new(Vec::new()),
         stalls: AtomicU64::new(0),
         busy: AtomicU64::new(0),
+        slowed: AtomicU64::new(0),
+        compaction_debt: AtomicU64::new(0),
+        limiter: (opts_limit > 0).then(|| Arc::new(crate::io::rate::RateLimiter::new(opts_limit))),
         files_read_ahead: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
@@ -271,6 +275,7 @@ fn spawn_niced(
 }
 
 fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
+    let _io = shared.enter_background_io();
     while let Ok(Some(id)) = rx.recv() {
         let Some(t) = shared.tables_snapshot().into_iter().find(|t| t.id == id) else {
             continue;

@@ -3,6 +3,7 @@
 use crate::clock::{Clock, SystemClock};
 use crate::compaction::plan::Policy as CompactionPolicy;
 use crate::error::{Error, Result};
+use crate::io::priority::IoPriority;
 use crate::io::{BackendRef, IoChoice};
 use crate::region::hotspot::HotspotConfig;
 use std::sync::Arc;
@@ -83,6 +84,27 @@ pub struct Options {
     /// A split compaction reads at least this many bytes per part.
     /// Default 64 MiB.
     pub subcompaction_min_bytes: u64,
+    /// I/O priority of the flush and compaction threads (`ioprio_set`):
+    /// `Low` (best-effort, lowest level) by default, so their reads and
+    /// writes queue behind the WAL's where the disk's scheduler honours
+    /// priorities (`crate::io::priority`).
+    pub background_io_priority: IoPriority,
+    /// Ceiling of flush and compaction writes, bytes per second (0: no
+    /// limit, the default). Compactions wait for the limiter; flushes
+    /// never wait but their bytes count (`crate::io::rate`).
+    pub background_write_bytes_per_sec: u64,
+    /// Tune the limiter's rate from the compaction debt: a tenth of the
+    /// ceiling with no debt, the whole ceiling from
+    /// `compaction_debt_slowdown_bytes`. Default true.
+    pub background_write_auto: bool,
+    /// From this much compaction debt (all regions together), each write
+    /// batch is delayed, 1 to 50 ms as the debt nears the stop
+    /// (`engine::pacing`). 0: never. Default 4 GiB.
+    pub compaction_debt_slowdown_bytes: u64,
+    /// From this much compaction debt writes stall as for too many files
+    /// (and are refused `Busy` after `write_stall_max_ms`). 0: never.
+    /// Default 16 GiB.
+    pub compaction_debt_stop_bytes: u64,
     /// Nice value (0..=19) of the threads that work behind the
     /// acknowledgement: memstore apply, flush and compaction. They are
     /// CPU-bound; at a lower priority they yield the CPU at once to the
@@ -100,6 +122,11 @@ pub struct Options {
     pub major_compaction_period_ms: i64,
     /// A region with more HFiles than this stalls the table's writers.
     pub blocking_file_count: usize,
+    /// From this many sorted runs in a region, each write batch to its
+    /// table is delayed, 1 ms rising to 50 ms at `blocking_file_count`
+    /// (RocksDB's level-0 slowdown trigger), so ingest meets compaction
+    /// halfway before it hits the wall. 0: never. Default 10.
+    pub slowdown_file_count: usize,
     /// Longest write stall before a write is refused with `Busy`.
     pub write_stall_max_ms: u64,
     /// WAL segment size before rolling to a new segment.
@@ -196,8 +223,14 @@ impl Default for Options {
             ),
             subcompaction_min_bytes: 64 << 20,
             background_nice: 19,
+            background_io_priority: IoPriority::Low,
+            background_write_bytes_per_sec: 0,
+            background_write_auto: true,
+            compaction_debt_slowdown_bytes: 4 << 30,
+            compaction_debt_stop_bytes: 16 << 30,
             major_compaction_period_ms: 7 * 24 * 3600 * 1000,
             blocking_file_count: 16,
+            slowdown_file_count: 10,
             wal_syncs_in_flight: WAL_SYNCS_IN_FLIGHT_DEFAULT,
             direct_hfile_writes: true,
             cache_flushed_blocks: true,
@@ -310,6 +343,23 @@ impl Options {
         in_range("compaction_threads", self.compaction_threads, 0..=16)?;
         in_range("background_nice", self.background_nice, 0..=19)?;
         in_range("subcompactions", self.subcompactions, 1..=16)?;
+        let (slow, stop) = (
+            self.compaction_debt_slowdown_bytes,
+            self.compaction_debt_stop_bytes,
+        );
+        if slow > 0 && stop > 0 && stop <= slow {
+            return Err(Error::invalid(
+                "compaction_debt_stop_bytes",
+                format!("{stop} must exceed compaction_debt_slowdown_bytes {slow}"),
+            ));
+        }
+        if self.background_write_bytes_per_sec != 0 {
+            in_range(
+                "background_write_bytes_per_sec",
+                self.background_write_bytes_per_sec,
+                1 << 20..=u64::MAX,
+            )?;
+        }
         in_range(
             "subcompaction_min_bytes",
             self.subcompaction_min_bytes,
@@ -329,6 +379,18 @@ impl Options {
             self.major_compaction_period_ms,
             0..=MAJOR_PERIOD_MAX_MS,
         )?;
+        if self.slowdown_file_count > 0
+            && (self.slowdown_file_count < c.min_files
+                || self.slowdown_file_count > self.blocking_file_count)
+        {
+            return Err(Error::invalid(
+                "slowdown_file_count",
+                format!(
+                    "{} outside compaction.min_files {}..=blocking_file_count {} (0: never)",
+                    self.slowdown_file_count, c.min_files, self.blocking_file_count
+                ),
+            ));
+        }
         if c.stuck_files > self.blocking_file_count {
             return Err(Error::invalid(
                 "compaction.stuck_files",
@@ -365,11 +427,23 @@ impl std::fmt::Debug for Options {
             .field("subcompactions", &self.subcompactions)
             .field("subcompaction_min_bytes", &self.subcompaction_min_bytes)
             .field("background_nice", &self.background_nice)
+            .field("background_io_priority", &self.background_io_priority)
+            .field(
+                "background_write_bytes_per_sec",
+                &self.background_write_bytes_per_sec,
+            )
+            .field("background_write_auto", &self.background_write_auto)
+            .field(
+                "compaction_debt_slowdown_bytes",
+                &self.compaction_debt_slowdown_bytes,
+            )
+            .field("compaction_debt_stop_bytes", &self.compaction_debt_stop_bytes)
             .field(
                 "major_compaction_period_ms",
                 &self.major_compaction_period_ms,
             )
             .field("blocking_file_count", &self.blocking_file_count)
+            .field("slowdown_file_count", &self.slowdown_file_count)
             .field("write_stall_max_ms", &self.write_stall_max_ms)
             .field("wal_segment_bytes", &self.wal_segment_bytes)
             .field("wal_preallocate", &self.wal_preallocate)

@@ -22,6 +22,7 @@ use crate::io::{Backend, IoFile, OpenMode};
 use crate::key::{DeviceId, RowKey};
 use crate::schema::{BlockEncoding, Compression, FieldType, TableSchema};
 use crate::util::bin::crc;
+use crate::io::rate::{Priority, RateLimiter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,6 +50,8 @@ pub struct WriterOptions {
     pub field_types: Vec<FieldType>,
     /// `pco` level of columnar blocks (0..=12).
     pub pco_level: usize,
+    /// Pass every write through this rate limiter at this priority.
+    pub limiter: Option<(Arc<RateLimiter>, Priority)>,
 }
 
 impl WriterOptions {
@@ -75,6 +78,7 @@ impl WriterOptions {
             encoding: o.encoding,
             field_types: schema.fields.iter().map(|f| f.ty).collect(),
             pco_level: PCO_LEVEL_DEFAULT,
+            limiter: None,
         }
     }
 }
@@ -296,6 +300,7 @@ impl HFileWriter {
         tail[..rest].copy_from_slice(&self.out[n..]);
         let mut buf = std::mem::take(&mut self.out);
         buf.truncate(n);
+        self.pace(n);
         let lane = self.opts.direct.then(direct::lane);
         let written = self.file.write_at(buf, self.out_offset);
         drop(lane);
@@ -307,6 +312,13 @@ impl HFileWriter {
         Ok(())
     }
 
+    /// Wait for the rate limiter, if any, before writing `n` bytes.
+    fn pace(&self, n: usize) {
+        if let Some((l, p)) = &self.opts.limiter {
+            l.request(n as u64, *p);
+        }
+    }
+
     /// Write everything: the whole blocks direct, then the partial one.
     fn flush_all(&mut self) -> Result<()> {
         self.flush_out()?;
@@ -314,6 +326,7 @@ impl HFileWriter {
             return Ok(());
         }
         let n = self.out.len() as u64;
+        self.pace(n as usize);
         let buf = std::mem::take(&mut self.out);
         let mut buf = self.file.write_at(buf, self.out_offset)?;
         self.out_offset += n;

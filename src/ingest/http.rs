@@ -601,6 +601,30 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     );
     counter(
         &mut r,
+        "write_slowdowns",
+        "Write batches delayed for compaction debt",
+        st.slowed_writes,
+    );
+    gauge_bytes(
+        &mut r,
+        "compaction_debt",
+        "Bytes the pending minor compactions of all regions would read",
+        st.compaction_debt_bytes as f64,
+    );
+    gauge(
+        &mut r,
+        "background_write_rate_bytes_per_second",
+        "Rate of the background write limiter now (0: no limiter)",
+        st.background_write_rate_bytes_per_sec as f64,
+    );
+    counter(
+        &mut r,
+        "background_write_wait_milliseconds",
+        "Time compactions waited for the background write limiter",
+        st.background_write_wait_ms,
+    );
+    counter(
+        &mut r,
         "hfiles_read_ahead",
         "New HFiles handed to the kernel's read-ahead after publication",
         st.files_read_ahead,

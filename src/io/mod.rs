@@ -9,7 +9,9 @@
 pub mod direct;
 pub mod fault;
 mod local_ring;
+pub mod priority;
 mod probe;
+pub mod rate;
 mod std_backend;
 mod uring;
 
