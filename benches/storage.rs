@@ -152,6 +152,7 @@ fn write_hfile(backend: &dyn Backend, dir: &std::path::Path, n: u64, cells: &[u8
         encoding: telestore::schema::BlockEncoding::Rows,
         field_types: Vec::new(),
         pco_level: 0,
+        limiter: None,
     };
     let path = dir.join(format!("{n:016}.hfile"));
     let width = cell::cell_width(schema.fields_width());

@@ -766,3 +766,39 @@ fn runs_and_compaction_debt_slow_writes_down_then_stop_them() {
     assert_eq!(store.stats().compaction_debt_bytes, 0);
     write(&store, T0 + 100).unwrap();
 }
+
+/// A minor compaction of young data (less than
+/// `columnar_min_compaction_bytes` read) writes rows blocks even on a
+/// columnar table; a bigger one, and every major, writes columnar.
+#[test]
+fn young_minor_compactions_write_rows_and_bigger_ones_the_tables_encoding() {
+    for (threshold, want) in [
+        (256 << 20, BlockEncoding::Rows),
+        (0, BlockEncoding::Columnar),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            columnar_min_compaction_bytes: threshold,
+            ..options(Arc::new(ManualClock::new(T0)))
+        };
+        let store = open(dir.path(), opts);
+        let table = TableOptions {
+            regions: 1,
+            encoding: BlockEncoding::Columnar,
+            ..TableOptions::default()
+        };
+        store.create_table(small_schema("t", table)).unwrap();
+        for f in 0..3i64 {
+            let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
+            store
+                .write("t", &small_rows(&rows), Durability::Sync)
+                .unwrap();
+            store.flush().unwrap();
+        }
+        let out = store.compact("t", false).unwrap();
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(file_encodings(dir.path()), [want], "threshold {threshold}");
+        store.compact("t", true).unwrap();
+        assert_eq!(file_encodings(dir.path()), [BlockEncoding::Columnar]);
+    }
+}

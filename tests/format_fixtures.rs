@@ -304,6 +304,7 @@ fn generate_hfile(path: &Path, direct: bool) -> u64 {
             encoding: telestore::schema::BlockEncoding::Rows,
             field_types: Vec::new(),
             pco_level: 0,
+            limiter: None,
         },
     )
     .unwrap();
@@ -1195,6 +1196,7 @@ fn hfile_seq_range_without_cells() {
                 encoding: telestore::schema::BlockEncoding::Rows,
                 field_types: Vec::new(),
                 pco_level: 0,
+                limiter: None,
             },
         )
         .unwrap();

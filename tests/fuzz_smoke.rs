@@ -359,6 +359,7 @@ fn hfile_image(
         encoding,
         field_types: vec![FieldType::F64; READINGS_FIELDS_WIDTH / 8],
         pco_level: 4,
+        limiter: None,
     };
     let mut w = HFileWriter::create(&StdBackend, &path, opts).expect("create hfile");
     for c in raw.chunks_exact(cell::cell_width(READINGS_FIELDS_WIDTH)) {

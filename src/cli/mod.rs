@@ -1,5 +1,6 @@
 //! Command-line interface. `main` only calls [`run`].
 
+mod background;
 mod bench;
 mod bench_query;
 mod compact;
@@ -13,7 +14,6 @@ mod load;
 mod query;
 mod regions;
 mod serve;
-mod background;
 mod sustained;
 mod table;
 mod verify;

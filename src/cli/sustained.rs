@@ -374,12 +374,7 @@ fn report(
     Ok(())
 }
 
-fn summary(
-    store: &Store,
-    rows: u64,
-    took: Duration,
-    mut all: Window,
-) -> Result<()> {
+fn summary(store: &Store, rows: u64, took: Duration, mut all: Window) -> Result<()> {
     let s = shape(store)?;
     let st = store.stats();
     println!(
@@ -422,7 +417,9 @@ fn after_flush_probe(store: &Store, a: &SustainedArgs, rows: u64) -> Result<()> 
     let ratio = |f: &mut [Duration], w: &mut [Duration]| {
         let (f, w) = (quantile(f, 0.99), quantile(w, 0.99));
         match (f, w) {
-            (Some(f), Some(w)) if !w.is_zero() => format!("{:.2}", f.as_secs_f64() / w.as_secs_f64()),
+            (Some(f), Some(w)) if !w.is_zero() => {
+                format!("{:.2}", f.as_secs_f64() / w.as_secs_f64())
+            }
             _ => "-".into(),
         }
     };

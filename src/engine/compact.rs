@@ -201,12 +201,18 @@ fn merge_files(
         .map(|f| f.info().cells as usize)
         .sum::<usize>()
         / ranges.len();
+    let bytes_in: u64 = inputs.iter().map(|f| f.len_bytes()).sum();
+    let output = match major {
+        true => Output::Major,
+        false if bytes_in < shared.opts.columnar_min_compaction_bytes => Output::Young,
+        false => Output::Minor,
+    };
     let part = |i: usize, range: (RowKey, RowKey)| {
         let name = NewFile {
             file_id: first_id + i as u64,
             created_ms,
         };
-        merge_part(shared, t, inputs, range, major, name, expected)
+        merge_part(shared, t, inputs, range, output, name, expected)
     };
     let results: Vec<Result<Part>> = if ranges.len() == 1 {
         vec![part(0, ranges[0])]
@@ -268,7 +274,7 @@ fn merge_part(
     t: &Table,
     inputs: &[Arc<HFileReader>],
     (lo, hi): (RowKey, RowKey),
-    major: bool,
+    output: Output,
     name: NewFile,
     expected: usize,
 ) -> Result<Part> {
@@ -285,7 +291,7 @@ fn merge_part(
         sources.push(Box::new(FileSource::bulk(f.clone(), lo, hi)?));
     }
     let o = &t.schema.options;
-    let (mode, keep_tombs) = if major {
+    let (mode, keep_tombs) = if output == Output::Major {
         (
             Mode::major(ttl_cutoff(shared, t), o.max_versions, tombs),
             vec![],
@@ -295,8 +301,6 @@ fn merge_part(
     };
     let mut f = Filter::new(mode);
     let mut counts = filter::MergeCounts::default();
-    // Compaction output is not put in the cache: it rewrites old data.
-    let output = if major { Output::Major } else { Output::Minor };
     let file = write_hfile_as(shared, t, output, name, expected, &keep_tombs, |w| {
         counts = filter::merge(sources, &mut f, |c| {
             if shared.closing.load(Relaxed) {

@@ -158,6 +158,11 @@ pub enum Output {
     /// columnar table's flushed files turn columnar at their first
     /// compaction.
     Flush,
+    /// A minor compaction of young data (it reads less than
+    /// `Options::columnar_min_compaction_bytes`): rows blocks and the
+    /// flush's compression, like a flush, so that the first merges of
+    /// fresh files cost little CPU; not cached.
+    Young,
     /// The table's encoding, pco at [`PCO_LEVEL_MINOR`]; not cached (it
     /// rewrites old data).
     Minor,
@@ -212,7 +217,7 @@ pub fn write_hfile_as(
     opts.direct = shared.opts.direct_hfile_writes;
     opts.limiter = shared.limiter.clone().map(|l| match output {
         Output::Flush => (l, Priority::High),
-        Output::Minor | Output::Major => (l, Priority::Low),
+        Output::Young | Output::Minor | Output::Major => (l, Priority::Low),
     });
     opts.encoding = t.encoding();
     let warm = match output {
@@ -220,6 +225,11 @@ pub fn write_hfile_as(
             opts.compression = opts.compression.for_flush();
             opts.encoding = BlockEncoding::Rows;
             shared.opts.cache_flushed_blocks
+        }
+        Output::Young => {
+            opts.compression = opts.compression.for_flush();
+            opts.encoding = BlockEncoding::Rows;
+            false
         }
         Output::Minor => {
             opts.pco_level = PCO_LEVEL_MINOR;

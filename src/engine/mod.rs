@@ -647,8 +647,16 @@ impl Store {
             busy_writes: self.shared.busy.load(Ordering::Relaxed),
             slowed_writes: self.shared.slowed.load(Ordering::Relaxed),
             compaction_debt_bytes: self.shared.compaction_debt(),
-            background_write_rate_bytes_per_sec: self.shared.limiter.as_ref().map_or(0, |l| l.rate()),
-            background_write_bytes: self.shared.limiter.as_ref().map_or(0, |l| l.bytes_through()),
+            background_write_rate_bytes_per_sec: self
+                .shared
+                .limiter
+                .as_ref()
+                .map_or(0, |l| l.rate()),
+            background_write_bytes: self
+                .shared
+                .limiter
+                .as_ref()
+                .map_or(0, |l| l.bytes_through()),
             background_write_wait_ms: self
                 .shared
                 .limiter
@@ -732,7 +740,10 @@ impl Store {
         if most_files * 2 > o.blocking_file_count {
             self.shared.gate.wait_caught_up();
         }
-        let slow = self.shared.debt_slowdown().max(self.runs_slowdown(t, most_files));
+        let slow = self
+            .shared
+            .debt_slowdown()
+            .max(self.runs_slowdown(t, most_files));
         if !slow.is_zero() {
             self.shared.slowed.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(slow);
@@ -791,6 +802,12 @@ impl Store {
             (files, mem) = over();
             if files.is_empty() && !mem && !debt() {
                 return Ok(());
+            }
+            // Memory is relieved one memstore at a time (the apply thread
+            // freezes the next largest once the flusher is nearly idle):
+            // ask again each turn.
+            if mem {
+                let _ = self.commit_tx.send(Msg::Relieve);
             }
             if std::time::Instant::now() >= deadline {
                 self.shared.busy.fetch_add(1, Ordering::Relaxed);

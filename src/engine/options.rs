@@ -81,6 +81,14 @@ pub struct Options {
     /// (`compaction::plan::runs`). 1: never split. Default
     /// [`subcompactions_for`] the machine's cores (1 up to 3 cores).
     pub subcompactions: usize,
+    /// A minor compaction reading less than this writes rows blocks with
+    /// the flush's compression, whatever the table's encoding: the first
+    /// merges of fresh files then cost a third of the CPU (pco's encoder
+    /// is the most expensive step of a compaction), and the data turns
+    /// columnar when it is merged into something bigger (or at a major
+    /// compaction). 0: every compaction writes the table's encoding.
+    /// Default 256 MiB.
+    pub columnar_min_compaction_bytes: u64,
     /// A split compaction reads at least this many bytes per part.
     /// Default 64 MiB.
     pub subcompaction_min_bytes: u64,
@@ -222,6 +230,7 @@ impl Default for Options {
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
             subcompaction_min_bytes: 64 << 20,
+            columnar_min_compaction_bytes: 256 << 20,
             background_nice: 19,
             background_io_priority: IoPriority::Low,
             background_write_bytes_per_sec: 0,
@@ -426,6 +435,10 @@ impl std::fmt::Debug for Options {
             .field("compaction_threads", &self.compaction_threads)
             .field("subcompactions", &self.subcompactions)
             .field("subcompaction_min_bytes", &self.subcompaction_min_bytes)
+            .field(
+                "columnar_min_compaction_bytes",
+                &self.columnar_min_compaction_bytes,
+            )
             .field("background_nice", &self.background_nice)
             .field("background_io_priority", &self.background_io_priority)
             .field(
@@ -437,7 +450,10 @@ impl std::fmt::Debug for Options {
                 "compaction_debt_slowdown_bytes",
                 &self.compaction_debt_slowdown_bytes,
             )
-            .field("compaction_debt_stop_bytes", &self.compaction_debt_stop_bytes)
+            .field(
+                "compaction_debt_stop_bytes",
+                &self.compaction_debt_stop_bytes,
+            )
             .field(
                 "major_compaction_period_ms",
                 &self.major_compaction_period_ms,

@@ -18,11 +18,11 @@ use crate::cache::BlockCache;
 use crate::cell::{self, CellKind, CellRef, RangeTombstone};
 use crate::error::Result;
 use crate::io::direct::{self, DIRECT_ALIGN};
+use crate::io::rate::{Priority, RateLimiter};
 use crate::io::{Backend, IoFile, OpenMode};
 use crate::key::{DeviceId, RowKey};
 use crate::schema::{BlockEncoding, Compression, FieldType, TableSchema};
 use crate::util::bin::crc;
-use crate::io::rate::{Priority, RateLimiter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

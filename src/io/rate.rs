@@ -146,9 +146,12 @@ mod tests {
     #[test]
     fn low_priority_waits_for_tokens_and_high_priority_does_not() {
         let l = RateLimiter::new(1 << 20); // 1 MiB/s, bucket 2 MiB
-        // Empty bucket: 1 MiB at 1 MiB/s is up to a second away.
+                                           // Empty bucket: 1 MiB at 1 MiB/s is up to a second away.
         let w = l.try_take(1 << 20, Priority::Low);
-        assert!(w > Duration::from_millis(500) && w <= Duration::from_secs(1), "{w:?}");
+        assert!(
+            w > Duration::from_millis(500) && w <= Duration::from_secs(1),
+            "{w:?}"
+        );
         assert_eq!(l.try_take(50 << 20, Priority::High), Duration::ZERO);
         // Now about 50 MiB in debt: about 50 s.
         let w = l.try_take(1 << 20, Priority::Low);
