@@ -1,6 +1,7 @@
 //! Flags (and config keys) of the background work that `serve` and
-//! `bench sustained` share: compaction splitting, I/O priority, the
-//! background write limiter and the compaction-debt slowdown and stop.
+//! `bench sustained` share: compaction splitting and encoding, I/O
+//! priority, the background write limiter and the slowdown and stop
+//! driven by sorted runs and compaction debt.
 
 use anyhow::Result;
 use clap::Args;
@@ -36,6 +37,15 @@ pub struct BackgroundArgs {
     /// limit); 0 never [default: 32768].
     #[arg(long, value_name = "MIB")]
     pub compaction_debt_stop_mib: Option<u64>,
+    /// Sorted runs in a region from which each write batch is delayed 1
+    /// to 50 ms (rising to the file limit, 16); 0 never [default: 10].
+    #[arg(long, value_name = "N")]
+    pub slowdown_file_count: Option<usize>,
+    /// A minor compaction reading less than this writes rows blocks
+    /// (cheap) whatever the table's encoding; larger ones and majors
+    /// write the table's encoding; 0: always the table's [default: 256].
+    #[arg(long, value_name = "MIB")]
+    pub columnar_min_compaction_mib: Option<u64>,
 }
 
 impl BackgroundArgs {
@@ -52,6 +62,10 @@ impl BackgroundArgs {
             compaction_debt_stop_mib: self
                 .compaction_debt_stop_mib
                 .or(other.compaction_debt_stop_mib),
+            slowdown_file_count: self.slowdown_file_count.or(other.slowdown_file_count),
+            columnar_min_compaction_mib: self
+                .columnar_min_compaction_mib
+                .or(other.columnar_min_compaction_mib),
         }
     }
 
@@ -75,6 +89,12 @@ impl BackgroundArgs {
         }
         if let Some(m) = self.compaction_debt_stop_mib {
             opts.compaction_debt_stop_bytes = mib(m);
+        }
+        if let Some(n) = self.slowdown_file_count {
+            opts.slowdown_file_count = n;
+        }
+        if let Some(m) = self.columnar_min_compaction_mib {
+            opts.columnar_min_compaction_bytes = mib(m);
         }
         Ok(())
     }

@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// readahead_new_files_mib, wal_dir, compaction_threads,
     /// subcompactions, background_io_priority, background_write_mib_s,
     /// background_write_auto, compaction_debt_slowdown_mib,
-    /// compaction_debt_stop_mib.
+    /// compaction_debt_stop_mib, slowdown_file_count,
+    /// columnar_min_compaction_mib.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -99,8 +100,8 @@ pub struct ServeArgs {
     /// with any other [default: wal/ under --dir].
     #[arg(long, value_name = "DIR")]
     wal_dir: Option<PathBuf>,
-    /// Background compaction workers, 0..=16 [default: 1 on up to 5
-    /// cores, then one per two cores beyond the first two, at most 4].
+    /// Background compaction workers, 0..=16 [default: one per two cores,
+    /// at least 2, at most 4; they run at --background-nice].
     #[arg(long, value_name = "N")]
     compaction_threads: Option<usize>,
     /// A region's memstore is flushed to an HFile at this size
@@ -149,6 +150,8 @@ struct ServeFile {
     background_write_auto: Option<bool>,
     compaction_debt_slowdown_mib: Option<u64>,
     compaction_debt_stop_mib: Option<u64>,
+    slowdown_file_count: Option<usize>,
+    columnar_min_compaction_mib: Option<u64>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -225,6 +228,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
         background_write_auto: f.background_write_auto,
         compaction_debt_slowdown_mib: f.compaction_debt_slowdown_mib,
         compaction_debt_stop_mib: f.compaction_debt_stop_mib,
+        slowdown_file_count: f.slowdown_file_count,
+        columnar_min_compaction_mib: f.columnar_min_compaction_mib,
     };
     a.background.clone().or(from_file).apply(&mut opts)?;
     if let Some(w) = a.wal_dir.clone().or(f.wal_dir.clone()) {

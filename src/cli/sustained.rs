@@ -61,6 +61,10 @@ pub struct SustainedArgs {
     /// Put flushed blocks into the block cache as they are written.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     cache_flushed_blocks: bool,
+    /// Nice value of the apply, flush and compaction threads
+    /// [default: the store's, 19].
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..=19))]
+    background_nice: Option<i32>,
     #[command(flatten)]
     background: BackgroundArgs,
     /// Reads sampled per interval (each: one `latest`, one 1-hour scan).
@@ -108,6 +112,9 @@ fn options(a: &SustainedArgs) -> Result<Options> {
     if let Some(n) = a.compaction_threads {
         opts.compaction_threads = n;
     }
+    if let Some(n) = a.background_nice {
+        opts.background_nice = n;
+    }
     a.background.apply(&mut opts)?;
     Ok(opts)
 }
@@ -130,12 +137,15 @@ pub fn run(a: SustainedArgs) -> Result<()> {
         store.io_kind().name()
     );
     println!(
-        "options: compaction_threads {} subcompactions {} io_priority {} write_limit {} MiB/s (auto {}) debt slowdown/stop {}/{} MiB cache_flushed_blocks {}",
+        "options: compaction_threads {} nice {} subcompactions {} young-rows-below {} MiB io_priority {} write_limit {} MiB/s (auto {}) slowdown from {} runs, debt slowdown/stop {}/{} MiB cache_flushed_blocks {}",
         opts.compaction_threads,
+        opts.background_nice,
         opts.subcompactions,
+        opts.columnar_min_compaction_bytes >> 20,
         opts.background_io_priority.name(),
         opts.background_write_bytes_per_sec >> 20,
         opts.background_write_auto,
+        opts.slowdown_file_count,
         opts.compaction_debt_slowdown_bytes >> 20,
         opts.compaction_debt_stop_bytes >> 20,
         opts.cache_flushed_blocks
