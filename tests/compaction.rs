@@ -629,13 +629,7 @@ fn regions_show_pending_compaction_debt_until_compacted() {
     store.create_table(small_schema("t", one_region)).unwrap();
     let debt = |s: &Store| s.regions("t").unwrap()[0].compaction_debt_bytes;
     assert_eq!(debt(&store), 0);
-    for f in 0..4i64 {
-        let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
-        store
-            .write("t", &small_rows(&rows), Durability::Sync)
-            .unwrap();
-        store.flush().unwrap();
-    }
+    flush_small_files(&store, 4);
     let hfiles = store.stats().hfile_bytes;
     assert_eq!(debt(&store), hfiles, "all four small files are one run");
     store.compact("t", false).unwrap();
@@ -711,13 +705,7 @@ fn runs_and_compaction_debt_slow_writes_down_then_stop_them() {
             ..TableOptions::default()
         };
         store.create_table(small_schema("t", one_region)).unwrap();
-        for f in 0..3i64 {
-            let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
-            store
-                .write("t", &small_rows(&rows), Durability::Sync)
-                .unwrap();
-            store.flush().unwrap();
-        }
+        flush_small_files(&store, 3);
         (dir, store)
     };
     let write = |s: &Store, ts: i64| s.write("t", &small_rows(&[(1, ts, 1)]), Durability::Sync);
@@ -788,17 +776,22 @@ fn young_minor_compactions_write_rows_and_bigger_ones_the_tables_encoding() {
             ..TableOptions::default()
         };
         store.create_table(small_schema("t", table)).unwrap();
-        for f in 0..3i64 {
-            let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
-            store
-                .write("t", &small_rows(&rows), Durability::Sync)
-                .unwrap();
-            store.flush().unwrap();
-        }
+        flush_small_files(&store, 3);
         let out = store.compact("t", false).unwrap();
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(file_encodings(dir.path()), [want], "threshold {threshold}");
         store.compact("t", true).unwrap();
         assert_eq!(file_encodings(dir.path()), [BlockEncoding::Columnar]);
+    }
+}
+
+/// `n` flushes into table `t`, one row of every device each.
+fn flush_small_files(store: &Store, n: i64) {
+    for f in 0..n {
+        let rows: Vec<(u64, i64, u64)> = (0..DEVICES).map(|d| (d, T0 + f, d)).collect();
+        store
+            .write("t", &small_rows(&rows), Durability::Sync)
+            .unwrap();
+        store.flush().unwrap();
     }
 }

@@ -94,6 +94,11 @@ fn health_tables_and_metrics() {
         "# UNIT telestore_wal_sync_seconds seconds",
         "# UNIT telestore_memstore_bytes bytes",
         "telestore_region_compaction_debt_bytes{table=\"t\",region=\"0\"} 0",
+        "telestore_region_sorted_runs{table=\"t\",region=\"0\"} 0",
+        "telestore_compaction_debt_bytes 0",
+        "telestore_write_slowdowns_total 0",
+        "telestore_background_write_rate_bytes_per_second 0",
+        "telestore_background_write_wait_milliseconds_total 0",
         "telestore_ingest_bytes_total ",
     ] {
         assert!(m.contains(want), "metrics lack {want:?}:\n{m}");

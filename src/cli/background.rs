@@ -42,8 +42,9 @@ pub struct BackgroundArgs {
     #[arg(long, value_name = "N")]
     pub slowdown_file_count: Option<usize>,
     /// A minor compaction reading less than this writes rows blocks
-    /// (cheap) whatever the table's encoding; larger ones and majors
-    /// write the table's encoding; 0: always the table's [default: 256].
+    /// (cheaper to encode) whatever the table's encoding; larger ones and
+    /// majors write the table's encoding; 0: always the table's
+    /// [default: 0].
     #[arg(long, value_name = "MIB")]
     pub columnar_min_compaction_mib: Option<u64>,
 }

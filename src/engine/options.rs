@@ -81,12 +81,12 @@ pub struct Options {
     /// [`subcompactions_for`] the machine's cores (1 up to 3 cores).
     pub subcompactions: usize,
     /// A minor compaction reading less than this writes rows blocks with
-    /// the flush's compression, whatever the table's encoding: the first
-    /// merges of fresh files then cost a third of the CPU (pco's encoder
-    /// is the most expensive step of a compaction), and the data turns
-    /// columnar when it is merged into something bigger (or at a major
-    /// compaction). 0: every compaction writes the table's encoding.
-    /// Default 256 MiB.
+    /// the flush's compression, whatever the table's encoding (pco's
+    /// encoder is the most expensive step of a compaction); the data
+    /// turns columnar when it is merged into something bigger or at a
+    /// major compaction. 0: every compaction writes the table's encoding.
+    /// Default 0: at 256 MiB it bought no sustained ingest on the 2-core
+    /// VM and wrote more bytes (`benches/RESULTS.md`, "Sustained ingest").
     pub columnar_min_compaction_bytes: u64,
     /// A split compaction reads at least this many bytes per part.
     /// Default 64 MiB.
@@ -233,7 +233,7 @@ impl Default for Options {
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
             subcompaction_min_bytes: 64 << 20,
-            columnar_min_compaction_bytes: 256 << 20,
+            columnar_min_compaction_bytes: 0,
             background_nice: 19,
             background_io_priority: IoPriority::Low,
             background_write_bytes_per_sec: 0,
