@@ -89,6 +89,19 @@ struct Samples {
     all: Window,
 }
 
+impl Window {
+    /// Ack p50/p99/p999 and disk fdatasync p50/p99, formatted.
+    fn quantiles(&mut self) -> [String; 5] {
+        [
+            us(&mut self.acks_us, 0.5),
+            us(&mut self.acks_us, 0.99),
+            us(&mut self.acks_us, 0.999),
+            us(&mut self.fsyncs_us, 0.5),
+            us(&mut self.fsyncs_us, 0.99),
+        ]
+    }
+}
+
 impl Samples {
     fn ack(&mut self, d: Duration) {
         let us = d.as_micros().min(u32::MAX as u128) as u32;
@@ -361,6 +374,7 @@ fn report(
     let s = shape(store)?;
     let st = store.stats();
     let (mut latest, mut scans) = sample_reads(store, a, rows, t, a.samples)?;
+    let [ack50, ack99, ack999, sync50, sync99] = w.quantiles();
     println!(
         "{t:>5} {rows:>10} {rate:>8.0} {:>5} {:>5.1} {:>4} {:>5} {:>8} {:>5.2} {:>5} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}",
         s.files,
@@ -371,11 +385,11 @@ fn report(
         s.wamp,
         st.slowed_writes,
         st.busy_writes,
-        us(&mut w.acks_us, 0.5),
-        us(&mut w.acks_us, 0.99),
-        us(&mut w.acks_us, 0.999),
-        us(&mut w.fsyncs_us, 0.5),
-        us(&mut w.fsyncs_us, 0.99),
+        ack50,
+        ack99,
+        ack999,
+        sync50,
+        sync99,
         dur(&mut latest, 0.5),
         dur(&mut latest, 0.99),
         dur(&mut scans, 0.5),
@@ -387,6 +401,7 @@ fn report(
 fn summary(store: &Store, rows: u64, took: Duration, mut all: Window) -> Result<()> {
     let s = shape(store)?;
     let st = store.stats();
+    let [ack50, ack99, ack999, sync50, sync99] = all.quantiles();
     println!(
         "summary: {rows} rows in {:.0} s = {:.0} rows/s; files {} (max/region {}, runs max {}); debt {} MiB; w_amp {:.2}; slowed {} busy {} stalled {}; ack p50/p99/p999 {}/{}/{}; disk fdatasync p50/p99 {}/{}; limiter waited {} ms",
         took.as_secs_f64(),
@@ -399,11 +414,11 @@ fn summary(store: &Store, rows: u64, took: Duration, mut all: Window) -> Result<
         st.slowed_writes,
         st.busy_writes,
         st.stalled_writes,
-        us(&mut all.acks_us, 0.5),
-        us(&mut all.acks_us, 0.99),
-        us(&mut all.acks_us, 0.999),
-        us(&mut all.fsyncs_us, 0.5),
-        us(&mut all.fsyncs_us, 0.99),
+        ack50,
+        ack99,
+        ack999,
+        sync50,
+        sync99,
         st.background_write_wait_ms
     );
     Ok(())

@@ -77,9 +77,7 @@ impl Applier {
                     let _ = reply.send(());
                 }
                 ApplyMsg::Unpin { table, seq } => self.unpin(table, seq),
-                ApplyMsg::Relieve => {
-                    self.relieve_global_pressure();
-                }
+                ApplyMsg::Relieve => self.relieve_global_pressure(),
                 ApplyMsg::Shutdown => break,
             }
         }
@@ -97,9 +95,9 @@ impl Applier {
     }
 
     /// Under global pressure freeze the largest memstore (see
-    /// [`super::MemUsage::wants_flush`]); returns whether memstores are over the
-    /// global limit.
-    fn relieve_global_pressure(&self) -> bool {
+    /// [`super::MemUsage::wants_flush`]). Writers wait for the flush it
+    /// starts in `Store::admit`, never this thread.
+    fn relieve_global_pressure(&self) {
         let usage = self.shared.memstore_usage();
         if usage.wants_flush(&self.shared.opts) {
             if let Some((table, r)) = &usage.largest {
@@ -108,7 +106,6 @@ impl Applier {
                 }
             }
         }
-        usage.over_limit(&self.shared.opts)
     }
 
     fn unpin(&self, table: u32, seq: u64) {

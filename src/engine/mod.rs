@@ -639,6 +639,7 @@ impl Store {
     /// Counters (counting every write acknowledged before the call).
     pub fn stats(&self) -> StoreStats {
         self.shared.gate.wait_caught_up();
+        let limiter = self.shared.limiter.as_deref();
         let mut s = StoreStats {
             io: Some(self.io_kind()),
             wal_segments: self.shared.wal().segment_count(),
@@ -647,21 +648,9 @@ impl Store {
             busy_writes: self.shared.busy.load(Ordering::Relaxed),
             slowed_writes: self.shared.slowed.load(Ordering::Relaxed),
             compaction_debt_bytes: self.shared.compaction_debt(),
-            background_write_rate_bytes_per_sec: self
-                .shared
-                .limiter
-                .as_ref()
-                .map_or(0, |l| l.rate()),
-            background_write_bytes: self
-                .shared
-                .limiter
-                .as_ref()
-                .map_or(0, |l| l.bytes_through()),
-            background_write_wait_ms: self
-                .shared
-                .limiter
-                .as_ref()
-                .map_or(0, |l| l.waited().as_millis() as u64),
+            background_write_rate_bytes_per_sec: limiter.map_or(0, |l| l.rate()),
+            background_write_bytes: limiter.map_or(0, |l| l.bytes_through()),
+            background_write_wait_ms: limiter.map_or(0, |l| l.waited().as_millis() as u64),
             files_read_ahead: self.shared.files_read_ahead.load(Ordering::Relaxed),
             ..Default::default()
         };

@@ -38,11 +38,7 @@ impl Shared {
             .tables_snapshot()
             .iter()
             .flat_map(|t| t.regions().iter().cloned().collect::<Vec<_>>())
-            .map(|r| {
-                let files = r.snapshot().files;
-                let stats: Vec<_> = files.iter().map(|f| super::compact::stat_of(f)).collect();
-                crate::compaction::plan::debt(&stats, policy)
-            })
+            .map(|r| r.compaction_debt(policy))
             .sum();
         self.compaction_debt.store(debt, Relaxed);
         if let Some(l) = &self.limiter {

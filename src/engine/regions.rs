@@ -5,13 +5,11 @@
 use super::split;
 use super::{Shared, Store};
 use crate::error::{Error, Result};
-use crate::hfile::HFileReader;
 use crate::key::RowKey;
 use crate::region::hotspot::{self, HotEvent};
 use crate::region::key_hex;
 use serde::Serialize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// One region as reported by [`Store::regions`].
@@ -142,7 +140,7 @@ impl Store {
                     compaction_running: s.compaction_running.load(Relaxed) == 1,
                     compaction_bytes_read: s.compaction_bytes_read.load(Relaxed),
                     compaction_bytes_written: s.compaction_bytes_written.load(Relaxed),
-                    compaction_debt_bytes: compaction_debt(&self.shared, &st.files),
+                    compaction_debt_bytes: r.compaction_debt(&self.shared.opts.compaction),
                     write_amplification: s.write_amplification(),
                     write_rate: s.writes.rate(now, cfg.window_secs),
                     read_rate: s.reads.rate(now, cfg.window_secs),
@@ -204,10 +202,4 @@ impl Store {
         }
         Ok(m)
     }
-}
-
-/// See [`RegionInfo::compaction_debt_bytes`].
-fn compaction_debt(shared: &Shared, files: &[Arc<HFileReader>]) -> u64 {
-    let stats: Vec<_> = files.iter().map(|f| super::compact::stat_of(f)).collect();
-    crate::compaction::plan::debt(&stats, &shared.opts.compaction)
 }

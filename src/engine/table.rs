@@ -119,11 +119,20 @@ impl Region {
             .len()
     }
 
+    /// What the compaction planner knows of the region's files.
+    fn file_stats(&self) -> Vec<crate::compaction::plan::FileStat> {
+        let files = self.snapshot().files;
+        files.iter().map(|f| super::compact::stat_of(f)).collect()
+    }
+
     /// Sorted runs among the region's files (`compaction::plan::runs`).
     pub fn run_count(&self) -> usize {
-        let files = self.snapshot().files;
-        let stats: Vec<_> = files.iter().map(|f| super::compact::stat_of(f)).collect();
-        crate::compaction::plan::run_count(&stats)
+        crate::compaction::plan::run_count(&self.file_stats())
+    }
+
+    /// The region's compaction debt under `policy` (`compaction::plan::debt`).
+    pub fn compaction_debt(&self, policy: &crate::compaction::plan::Policy) -> u64 {
+        crate::compaction::plan::debt(&self.file_stats(), policy)
     }
 
     pub fn frozen_count(&self) -> usize {
