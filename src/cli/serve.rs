@@ -23,7 +23,7 @@ pub struct ServeArgs {
     /// subcompactions, background_io_priority, background_write_mib_s,
     /// background_write_auto, compaction_debt_slowdown_mib,
     /// compaction_debt_stop_mib, slowdown_file_count,
-    /// columnar_min_compaction_mib.
+    /// columnar_min_compaction_mib, latest_cache_devices.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -94,6 +94,12 @@ pub struct ServeArgs {
     /// disk; 0 turns it off [default: 256].
     #[arg(long, value_name = "MIB")]
     readahead_new_files_mib: Option<u64>,
+    /// Devices per table whose newest row stays in memory once `latest`
+    /// has read it, so that reading it again touches no file however cold
+    /// the files are after a flush or compaction (about 100 bytes plus the
+    /// row per device); 0 turns it off [default: 1048576].
+    #[arg(long, value_name = "N")]
+    latest_cache_devices: Option<usize>,
     /// Keep the WAL in this directory (e.g. on another disk, so its fsyncs
     /// do not queue behind flush and compaction writes). Chosen when the
     /// store is created and recorded in its manifest; a store is refused
@@ -142,6 +148,7 @@ struct ServeFile {
     shutdown_flush: Option<bool>,
     cache_flushed_blocks: Option<bool>,
     readahead_new_files_mib: Option<u64>,
+    latest_cache_devices: Option<usize>,
     wal_dir: Option<PathBuf>,
     compaction_threads: Option<usize>,
     subcompactions: Option<usize>,
@@ -217,6 +224,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(m) = a.readahead_new_files_mib.or(f.readahead_new_files_mib) {
         opts.readahead_new_files_bytes = m.saturating_mul(1 << 20);
+    }
+    if let Some(n) = a.latest_cache_devices.or(f.latest_cache_devices) {
+        opts.latest_cache_devices = n;
     }
     if let Some(n) = a.compaction_threads.or(f.compaction_threads) {
         opts.compaction_threads = n;

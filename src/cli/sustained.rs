@@ -61,6 +61,10 @@ pub struct SustainedArgs {
     /// Put flushed blocks into the block cache as they are written.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     cache_flushed_blocks: bool,
+    /// Devices per table in the latest-row cache (0: off)
+    /// [default: the store's, 1048576].
+    #[arg(long)]
+    latest_cache_devices: Option<usize>,
     /// Nice value of the apply, flush and compaction threads
     /// [default: the store's, 19].
     #[arg(long, value_parser = clap::value_parser!(i32).range(0..=19))]
@@ -128,6 +132,9 @@ fn options(a: &SustainedArgs) -> Result<Options> {
     if let Some(n) = a.background_nice {
         opts.background_nice = n;
     }
+    if let Some(n) = a.latest_cache_devices {
+        opts.latest_cache_devices = n;
+    }
     a.background.apply(&mut opts)?;
     Ok(opts)
 }
@@ -150,7 +157,7 @@ pub fn run(a: SustainedArgs) -> Result<()> {
         store.io_kind().name()
     );
     println!(
-        "options: compaction_threads {} nice {} subcompactions {} young-rows-below {} MiB io_priority {} write_limit {} MiB/s (auto {}) slowdown from {} runs, debt slowdown/stop {}/{} MiB cache_flushed_blocks {}",
+        "options: compaction_threads {} nice {} subcompactions {} young-rows-below {} MiB io_priority {} write_limit {} MiB/s (auto {}) slowdown from {} runs, debt slowdown/stop {}/{} MiB cache_flushed_blocks {} latest_cache_devices {}",
         opts.compaction_threads,
         opts.background_nice,
         opts.subcompactions,
@@ -161,7 +168,8 @@ pub fn run(a: SustainedArgs) -> Result<()> {
         opts.slowdown_file_count,
         opts.compaction_debt_slowdown_bytes >> 20,
         opts.compaction_debt_stop_bytes >> 20,
-        opts.cache_flushed_blocks
+        opts.cache_flushed_blocks,
+        opts.latest_cache_devices
     );
     println!(
         "{:>5} {:>10} {:>8} {:>5} {:>5} {:>4} {:>5} {:>8} {:>5} {:>5} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8}",
@@ -438,16 +446,20 @@ fn after_flush_probe(store: &Store, a: &SustainedArgs, rows: u64) -> Result<()> 
     store.compact("readings", false)?;
     let settle = settle.elapsed();
     let n = PROBE_DEVICES.min(a.devices);
-    let pass = || -> Result<Vec<Duration>> {
-        (0..n)
-            .map(|i| {
-                let d = telestore::testkit::mix(7 ^ i) % a.devices;
+    let probed: Vec<u64> = (0..n)
+        .map(|i| telestore::testkit::mix(7 ^ i) % a.devices)
+        .collect();
+    let read = |devices: &[u64]| -> Result<Vec<Duration>> {
+        devices
+            .iter()
+            .map(|&d| {
                 let t = Instant::now();
                 store.latest("readings", d, 1)?;
                 Ok(t.elapsed())
             })
             .collect()
     };
+    let pass = || read(&probed);
     pass()?;
     let mut warm = pass()?;
     let round = rows / a.devices + 1;
@@ -458,6 +470,13 @@ fn after_flush_probe(store: &Store, a: &SustainedArgs, rows: u64) -> Result<()> 
     store.write("readings", &buf, Durability::Sync)?;
     store.flush()?;
     let mut fresh = pass()?;
+    // Devices no read asked for before: not in the latest-row cache.
+    let seen: std::collections::HashSet<u64> = probed.iter().copied().collect();
+    let unread: Vec<u64> = (0..a.devices)
+        .filter(|d| !seen.contains(d))
+        .take(n as usize)
+        .collect();
+    let mut first = read(&unread)?;
     let ratio = |f: &mut [Duration], w: &mut [Duration]| {
         let (f, w) = (quantile(f, 0.99), quantile(w, 0.99));
         match (f, w) {
@@ -475,6 +494,13 @@ fn after_flush_probe(store: &Store, a: &SustainedArgs, rows: u64) -> Result<()> 
         dur(&mut warm, 0.5),
         dur(&mut warm, 0.99),
         ratio(&mut fresh, &mut warm)
+    );
+    println!(
+        "latest after that flush of {} devices read for the first time (not in the latest-row cache): p50/p99 {}/{} (p99 ratio to warm {})",
+        unread.len(),
+        dur(&mut first, 0.5),
+        dur(&mut first, 0.99),
+        ratio(&mut first, &mut warm)
     );
     Ok(())
 }

@@ -419,6 +419,7 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
         Op::Put(b) => {
             let batch = Batch::new(b, t.schema.row_width()).expect("validated before commit");
             let rows = keyed_rows(first_seq, &batch);
+            note_puts(t, &batch, &rows);
             let mut rest = &rows[..];
             for r in regions.iter() {
                 let n = match &r.end {
@@ -446,6 +447,7 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
             let starts: Vec<RowKey> = regions.iter().map(|r| r.start).collect();
             let mut by_region: Vec<Vec<(RowKey, u64)>> = vec![Vec::new(); regions.len()];
             for (i, (d, ts)) in p.iter().enumerate() {
+                t.latest.on_delete(*d, *ts, *ts);
                 let k = key::encode(*d, *ts);
                 by_region[region::route(&starts, &k)].push((k, first_seq + i as u64));
             }
@@ -460,6 +462,7 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
             }
         }
         Op::DeleteRange { device, from, to } => {
+            t.latest.on_delete(*device, *from, *to);
             let Some((lo, hi)) = key::device_range(*device, *from, *to) else {
                 return touched;
             };
@@ -480,4 +483,20 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
         }
     }
     touched
+}
+
+/// Tell the table's latest-row cache about a put batch: the first of each
+/// device's rows in key order (`rows`) is its newest in the batch.
+fn note_puts(t: &Table, batch: &Batch<'_>, rows: &[KeyedRow]) {
+    let mut last = None;
+    for k in rows {
+        let key = k.key();
+        let device = key::device_of(&key);
+        if last == Some(device) {
+            continue;
+        }
+        last = Some(device);
+        let fields = batch.fields(k.row());
+        t.latest.on_put(device.0, key::ts_of(&key), k.seq(), fields);
+    }
 }

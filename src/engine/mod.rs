@@ -15,6 +15,8 @@ mod commit;
 mod compact;
 pub(crate) mod devices;
 mod flush;
+mod latest;
+pub use latest::LatestCacheStats;
 mod open;
 mod options;
 mod pacing;
@@ -333,6 +335,8 @@ pub struct StoreStats {
     /// (`Options::readahead_new_files_bytes`).
     pub files_read_ahead: u64,
     pub cache: crate::cache::CacheStats,
+    /// The latest-row caches of all tables (`Options::latest_cache_devices`).
+    pub latest_cache: LatestCacheStats,
 }
 
 /// An open store. Dropping it shuts down cleanly (WAL synced).
@@ -437,7 +441,12 @@ impl Store {
             .collect();
         tables.insert(
             schema.name.clone(),
-            Arc::new(Table::new(id, schema, regions)),
+            Arc::new(Table::new(
+                id,
+                schema,
+                regions,
+                self.shared.opts.latest_cache_devices,
+            )),
         );
         Ok(id)
     }
@@ -655,6 +664,10 @@ impl Store {
             ..Default::default()
         };
         for t in self.shared.tables_snapshot() {
+            let l = t.latest.stats();
+            s.latest_cache.hits += l.hits;
+            s.latest_cache.misses += l.misses;
+            s.latest_cache.entries += l.entries;
             let mut seen = std::collections::HashSet::new();
             for r in t.regions().iter() {
                 let st = r.snapshot();

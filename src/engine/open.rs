@@ -72,7 +72,12 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             let end = entry.end_of(start);
             regions.push(Arc::new(Region::new(r.id, *start, end, st, r.flushed_seq)));
         }
-        let t = Table::new(*id, entry.schema.clone(), regions);
+        let t = Table::new(
+            *id,
+            entry.schema.clone(),
+            regions,
+            opts.latest_cache_devices,
+        );
         tables.insert(*id, Arc::new(t));
     }
     // WAL segments holding nothing newer than every region's flushed seq

@@ -173,6 +173,12 @@ pub struct Options {
     /// the disk. The kernel reads it in the background into the page
     /// cache (reclaimable memory). 0 turns it off. Default 256 MiB.
     pub readahead_new_files_bytes: u64,
+    /// Devices per table whose newest row is kept in memory once `latest`
+    /// read it (`engine/latest.rs`): a `latest` of one of them touches no
+    /// HFile, however cold the files are after a flush or a compaction.
+    /// About 100 bytes per device plus its fields. 0 turns it off.
+    /// Default 1,048,576.
+    pub latest_cache_devices: usize,
     /// Keep the WAL in this directory (absolute) instead of `wal/` under
     /// the store, e.g. on another disk so that its fsyncs do not queue
     /// behind flush and compaction writes. Chosen when the store is
@@ -247,6 +253,7 @@ impl Default for Options {
             direct_hfile_writes: true,
             cache_flushed_blocks: true,
             readahead_new_files_bytes: 256 << 20,
+            latest_cache_devices: 1 << 20,
             wal_dir: None,
             write_stall_max_ms: 10_000,
             wal_segment_bytes: crate::wal::SEGMENT_BYTES_DEFAULT,
@@ -472,6 +479,7 @@ impl std::fmt::Debug for Options {
             .field("read_only", &self.read_only)
             .field("cache_flushed_blocks", &self.cache_flushed_blocks)
             .field("readahead_new_files_bytes", &self.readahead_new_files_bytes)
+            .field("latest_cache_devices", &self.latest_cache_devices)
             .field("wal_dir", &self.wal_dir)
             .finish()
     }

@@ -268,20 +268,56 @@ impl Store {
         Ok(out)
     }
 
-    /// The newest `n` readings of a device (one seek: keys are newest first).
+    /// The newest `n` readings of a device (one seek: keys are newest
+    /// first). The newest one alone comes from the table's latest-row
+    /// cache when the device is in it (`latest.rs`), and fills it when not.
     pub fn latest(&self, table: &str, device: u64, n: usize) -> Result<Vec<Row>> {
         let mut out = Vec::new();
         if n == 0 {
             return Ok(out);
         }
         let t = self.read_table(table)?;
+        let mut fill = None;
+        if n == 1 {
+            // Every acknowledged write is applied, and so in the cache.
+            self.shared.gate.wait_caught_up();
+            if let Some(r) = t.latest.get(device) {
+                return Ok(self.cached_latest(&t, r));
+            }
+            // The ticket is taken before the read below waits for the
+            // writes logged so far: any edit the apply thread noted
+            // before the ticket is in that read's snapshot.
+            fill = t.latest.begin_fill(device);
+        }
         let mut q = Self::device_query(device, i64::MIN, i64::MAX);
         q.first_rows = n == 1;
         self.run(&t, &q, |r| {
             out.push(r.into());
             out.len() < n
         })?;
+        if let Some(f) = fill {
+            f.finish(out.first());
+        }
         Ok(out)
+    }
+
+    /// A cached newest row, unless the TTL has expired it (then every
+    /// older row has expired too); counted as a read of its region.
+    fn cached_latest(&self, t: &Table, r: Row) -> Vec<Row> {
+        let now = self.shared.opts.clock.now_ms();
+        let ttl_cutoff = t.schema.options.ttl_ms.map(|ttl| now.saturating_sub(ttl));
+        let live = ttl_cutoff.is_none_or(|cut| r.ts >= cut);
+        let k = key::encode(DeviceId(r.device), r.ts);
+        let regions = t.regions();
+        let i = regions.partition_point(|x| x.start <= k).saturating_sub(1);
+        if let Some(region) = regions.get(i) {
+            region.stats.on_read(now, live as u64);
+        }
+        if live {
+            vec![r]
+        } else {
+            Vec::new()
+        }
     }
 
     /// The query of a device's readings in `[from, to]` (`from <= to`).

@@ -1,6 +1,7 @@
 //! A table's live state: its regions, each with an active memstore,
 //! frozen memstores waiting for their flush, and its HFiles.
 
+use super::latest::LatestCache;
 use super::visibility::SeqGate;
 use crate::hfile::HFileReader;
 use crate::key::RowKey;
@@ -203,11 +204,20 @@ pub struct Table {
     /// The block encoding new files get ([`BlockEncoding::code`]): the
     /// schema's when opened, changed by `Store::set_table_encoding`.
     encoding: AtomicU8,
+    /// The newest row of recently read devices (`latest.rs`).
+    pub latest: LatestCache,
 }
 
 impl Table {
-    pub fn new(id: u32, schema: TableSchema, regions: Vec<Arc<Region>>) -> Self {
+    /// `latest_cache` bounds [`Table::latest`] (devices; 0: off).
+    pub fn new(
+        id: u32,
+        schema: TableSchema,
+        regions: Vec<Arc<Region>>,
+        latest_cache: usize,
+    ) -> Self {
         Table {
+            latest: LatestCache::new(latest_cache),
             id,
             regions: RwLock::new(Arc::new(regions)),
             flush_lock: Mutex::new(()),

@@ -653,6 +653,24 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Block cache hits / lookups since open",
         ratio,
     );
+    counter(
+        &mut r,
+        "latest_cache_hits",
+        "latest reads answered from the latest-row cache",
+        st.latest_cache.hits,
+    );
+    counter(
+        &mut r,
+        "latest_cache_misses",
+        "latest reads of one row that went to the memstores and HFiles",
+        st.latest_cache.misses,
+    );
+    gauge(
+        &mut r,
+        "latest_cache_devices",
+        "Devices in the latest-row caches (and fills under way)",
+        st.latest_cache.entries as f64,
+    );
     let m = store.metrics();
     let seconds = [
         (

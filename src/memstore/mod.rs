@@ -74,6 +74,10 @@ impl KeyedRow {
     pub fn seq(&self) -> u64 {
         self.mk.2 .0
     }
+    /// The row's index in its batch.
+    pub fn row(&self) -> usize {
+        self.row as usize
+    }
     /// Is this row's key before `k`?
     pub fn before(&self, k: &RowKey) -> bool {
         self.mk < mem_key(k, u64::MAX)
