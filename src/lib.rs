@@ -22,7 +22,9 @@ pub mod query;
 pub mod read;
 pub mod region;
 pub mod schema;
+pub mod server;
 pub mod testkit;
+pub mod top;
 pub mod util;
 pub mod wal;
 

@@ -8,8 +8,8 @@ mod common;
 use common::{http_request, HttpAnswer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use telestore::ingest::auth::{Access, Tokens};
-use telestore::ingest::server::{Running, ServerConfig};
+use telestore::server::auth::{Access, Tokens};
+use telestore::server::{Running, ServerConfig};
 use telestore::{Options, Store};
 
 const SPEC: &str = r#"{"name":"m","fields":[{"name":"v","type":"f64"}]}"#;

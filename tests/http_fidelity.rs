@@ -9,7 +9,7 @@ mod common;
 use common::http_request;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use telestore::ingest::server::{Running, ServerConfig};
+use telestore::server::{Running, ServerConfig};
 use telestore::{Options, Store};
 
 fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {

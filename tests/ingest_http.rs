@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::Response;
-use telestore::ingest::server::{Running, ServerConfig};
+use telestore::server::{Running, ServerConfig};
 use telestore::{Durability, Options, Store};
 
 fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {

@@ -9,12 +9,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
-use telestore::ingest::auth::{Access, Tokens};
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::{
     ErrorCode, FrameHeader, Handshake, Response, FRAME_PAYLOAD_MAX, PROTOCOL_VERSION,
 };
-use telestore::ingest::server::{start, Running, ServerConfig};
+use telestore::server::auth::{Access, Tokens};
+use telestore::server::{start, Running, ServerConfig};
 use telestore::{Durability, Options, Order, Store, TableOptions};
 
 const T0: i64 = 1_700_000_000_000;

@@ -23,6 +23,23 @@ else
   echo "python3 not found: the Python compatibility tests (influxdb-client, pyarrow, duckdb) will be skipped"
 fi
 
+# The console's browser test (tests/console.rs) drives Debian's Chromium
+# through ChromeDriver; install them where apt-get and root are at hand
+# (the test is skipped, and says so, where they are missing).
+if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    step "apt-get install chromium chromium-driver (the console's browser test)"
+    log=target/apt-chromium.log
+    mkdir -p target
+    if ! { apt-get install -y -q chromium chromium-driver >"$log" 2>&1 ||
+           { apt-get update -q >>"$log" 2>&1 && apt-get install -y -q chromium chromium-driver >>"$log" 2>&1; }; }; then
+      echo "could not install chromium (see $log): the browser test will be skipped"
+    fi
+  else
+    echo "chromium/chromedriver missing and not installable here: the browser test will be skipped"
+  fi
+fi
+
 step "cargo fmt --check"
 cargo fmt --check
 

@@ -16,6 +16,7 @@ mod regions;
 mod serve;
 mod sustained;
 mod table;
+mod top;
 mod verify;
 
 use anyhow::Result;
@@ -52,6 +53,10 @@ pub enum Cmd {
     /// them. Load rates are those of the process holding the store open —
     /// for this command, its own (idle) session.
     Regions(regions::RegionsCmd),
+    /// A running daemon's status in the terminal: ingest rate, memstores,
+    /// compactions, caches and every region busiest first, hot ones
+    /// marked; refreshed every second (q quits).
+    Top(top::TopArgs),
     /// Run the ingest daemon (binary TCP protocol on 127.0.0.1:7070) until
     /// SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
@@ -110,6 +115,7 @@ pub fn run() -> i32 {
         Cmd::Bench(b) => bench::run(b),
         Cmd::Table(t) => table::run(t),
         Cmd::Regions(r) => regions::run(r),
+        Cmd::Top(t) => top::run(t),
         Cmd::Compact(c) => compact::run(c),
         Cmd::Flush(f) => flush::run(f),
         Cmd::Serve(s) => serve::run(s),

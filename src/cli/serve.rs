@@ -7,8 +7,8 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use telestore::ingest::auth::{Access, Tokens};
-use telestore::ingest::server::{start, ServerConfig};
+use telestore::server::auth::{Access, Tokens};
+use telestore::server::{start, ServerConfig};
 use telestore::{Options, Store};
 
 /// Every option can come from a flag, from `--config FILE` (TOML, same
@@ -266,6 +266,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     );
     if let Some(h) = server.http_addr {
         tracing::info!("http (line protocol /api/v2/write, /metrics, /health, /api/v1/tables) listening on {h}");
+        tracing::info!("console: http://{h}/ (telestore top --server http://{h})");
     }
     signals.wait();
     tracing::info!("shutting down: finishing in-flight batches");

@@ -17,6 +17,7 @@ use super::commit::{apply, Logged};
 use super::table::{Region, Table};
 use super::Shared;
 use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Payload bytes of logged groups queued for the apply thread; when it
@@ -66,7 +67,11 @@ impl Applier {
                     for w in group {
                         let now = self.shared.opts.clock.now_ms();
                         let touched = apply(&w.table, w.first_seq, &w.op, now);
-                        let last = w.first_seq + w.op.count(w.table.schema.row_width()) - 1;
+                        let n = w.op.count(w.table.schema.row_width());
+                        if matches!(w.op, super::commit::Op::Put(_)) {
+                            self.shared.rows_applied.fetch_add(n, Relaxed);
+                        }
+                        let last = w.first_seq + n - 1;
                         self.shared.gate.set_applied(last);
                         self.maybe_freeze(&w.table, &touched);
                     }

@@ -86,6 +86,8 @@ pub struct Shared {
     pub(crate) limiter: Option<Arc<crate::io::rate::RateLimiter>>,
     /// New files handed to the kernel's read-ahead.
     pub(crate) files_read_ahead: AtomicU64,
+    /// Rows of put batches applied since open (not counting WAL replay).
+    pub(crate) rows_applied: AtomicU64,
     pub(crate) metrics: EngineMetrics,
     /// The device registry's in-memory index (the manifest holds it).
     devices: RwLock<devices::DeviceIndex>,
@@ -334,6 +336,14 @@ pub struct StoreStats {
     /// New HFiles handed to the kernel's read-ahead
     /// (`Options::readahead_new_files_bytes`).
     pub files_read_ahead: u64,
+    /// Rows of put batches applied since the store opened (what WAL
+    /// replay restored is not counted).
+    pub rows_written: u64,
+    /// Memstores frozen and waiting for their flush, over all regions.
+    pub frozen_memstores: usize,
+    /// The limits of `Options`: all memstores together, the block cache.
+    pub memstore_limit_bytes: usize,
+    pub block_cache_capacity_bytes: u64,
     pub cache: crate::cache::CacheStats,
     /// The latest-row caches of all tables (`Options::latest_cache_devices`).
     pub latest_cache: LatestCacheStats,
@@ -645,6 +655,13 @@ impl Store {
         self.shared.check_poisoned()
     }
 
+    /// Rows of put batches applied since open, WAL replay not counted
+    /// (cheap: one load; a write acknowledged a moment ago may not be
+    /// counted yet).
+    pub fn rows_written(&self) -> u64 {
+        self.shared.rows_applied.load(Ordering::Relaxed)
+    }
+
     /// Counters (counting every write acknowledged before the call).
     pub fn stats(&self) -> StoreStats {
         self.shared.gate.wait_caught_up();
@@ -661,6 +678,9 @@ impl Store {
             background_write_bytes: limiter.map_or(0, |l| l.bytes_through()),
             background_write_wait_ms: limiter.map_or(0, |l| l.waited().as_millis() as u64),
             files_read_ahead: self.shared.files_read_ahead.load(Ordering::Relaxed),
+            rows_written: self.rows_written(),
+            memstore_limit_bytes: self.shared.opts.memstore_global_bytes,
+            block_cache_capacity_bytes: self.shared.opts.block_cache_bytes,
             ..Default::default()
         };
         for t in self.shared.tables_snapshot() {
@@ -677,6 +697,7 @@ impl Store {
                 }
                 s.memstore_bytes +=
                     st.active.bytes() + st.frozen.iter().map(|m| m.bytes()).sum::<usize>();
+                s.frozen_memstores += st.frozen.len();
                 s.regions += 1;
             }
         }

@@ -170,6 +170,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         compaction_debt: AtomicU64::new(0),
         limiter: (opts_limit > 0).then(|| Arc::new(crate::io::rate::RateLimiter::new(opts_limit))),
         files_read_ahead: AtomicU64::new(0),
+        rows_applied: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
         dir_lock: lock,

@@ -22,6 +22,8 @@ pub struct RegionInfo {
     pub end: Option<String>,
     #[serde(skip)]
     pub start_key: RowKey,
+    #[serde(skip)]
+    pub end_key: Option<RowKey>,
     /// Stored bytes of the region's HFile data (its part of shared files).
     pub size_bytes: u64,
     pub files: usize,
@@ -124,6 +126,7 @@ impl Store {
                     start: key_hex(&r.start),
                     end: r.end.as_ref().map(key_hex),
                     start_key: r.start,
+                    end_key: r.end,
                     size_bytes: r.weights().iter().map(|(_, b)| b).sum(),
                     files: st.files.len(),
                     runs: r.run_count(),

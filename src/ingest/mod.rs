@@ -1,13 +1,9 @@
-//! Ingest over the network: the binary protocol (`proto`, spec
-//! `formats/ingest.md`), the TCP server (`server`), the HTTP endpoints
-//! (`http`: health, metrics, tables) and a small blocking client
-//! (`client`). Every protocol checks tokens through `auth`.
+//! The ingest protocols' codecs: the binary frames (`proto`, spec
+//! `formats/ingest.md`) with a small blocking client (`client`), and the
+//! InfluxDB line protocol (`lineparse` parses, `lineproto` turns lines
+//! into rows of a table). The daemon that serves them is `crate::server`.
 
-pub mod auth;
 pub mod client;
-pub mod http;
 pub mod lineparse;
 pub mod lineproto;
 pub mod proto;
-pub mod query_http;
-pub mod server;

@@ -172,21 +172,20 @@ pub fn logged_http_addr(child: &mut std::process::Child) -> std::net::SocketAddr
 /// store opened with `opts`; `cfg`'s listen address for HTTP is set here.
 pub fn http_daemon(
     opts: Options,
-    cfg: telestore::ingest::server::ServerConfig,
+    cfg: telestore::server::ServerConfig,
 ) -> (
     tempfile::TempDir,
     std::sync::Arc<Store>,
-    telestore::ingest::server::Running,
+    telestore::server::Running,
     std::net::SocketAddr,
 ) {
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(Store::open(dir.path(), opts).unwrap());
-    let cfg = telestore::ingest::server::ServerConfig {
+    let cfg = telestore::server::ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..cfg
     };
-    let run = telestore::ingest::server::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg)
-        .unwrap();
+    let run = telestore::server::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let http = run.http_addr.unwrap();
     (dir, store, run, http)
 }

@@ -9,7 +9,7 @@
 //! error after rows were streamed aborts the response, so a client never
 //! takes a cut stream for a complete one.
 
-use super::http::HttpState;
+use super::state::HttpState;
 use crate::error::Error;
 use crate::query::output::{Format, Printer};
 use crate::query::{Kind, Params, Plan, Prepared};

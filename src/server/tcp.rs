@@ -1,5 +1,5 @@
-//! The ingest TCP server: one task per connection on a tokio runtime.
-//! A connection reads a handshake, answers `Ready` (or an error and
+//! The binary protocol's TCP server: one task per connection on a tokio
+//! runtime. A connection reads a handshake, answers `Ready` (or an error and
 //! closes), then reads frames; each valid frame is written to the store on
 //! a blocking thread while the next frames are read (pipelining), and the
 //! acks go back in frame order. In-flight payload bytes per connection are
@@ -7,99 +7,22 @@
 //! (backpressure by not reading). A rejected frame gets an error response
 //! and nothing of it is applied; only lost framing closes the connection.
 
-use super::auth::{Access, HttpAuth, Tokens};
-use super::proto::{ErrorCode, FrameHeader, Handshake, Response, WireError, FRAME_HEADER_LEN};
+use super::auth::Access;
+use super::state::{ServerConfig, ServerStats};
 use crate::engine::Durability;
 use crate::error::Error;
+use crate::ingest::proto::{
+    ErrorCode, FrameHeader, Handshake, Response, WireError, FRAME_HEADER_LEN,
+};
 use crate::Store;
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
-
-/// Server settings.
-#[derive(Clone, Debug)]
-pub struct ServerConfig {
-    /// Tokens a client must present (none configured: any client); the
-    /// binary protocol writes, so it needs a read-write token.
-    pub tokens: Tokens,
-    /// Serve `/metrics` without a token.
-    pub metrics_public: bool,
-    /// Payload bytes a connection may have in flight (read, not yet acked).
-    pub max_inflight_bytes: usize,
-    /// How long a client may take to send its handshake.
-    pub handshake_timeout: Duration,
-    /// How long a shutdown waits for connections to send their last acks.
-    pub shutdown_grace: Duration,
-    /// Where the HTTP endpoints listen (`None`: no HTTP).
-    pub http_listen: Option<SocketAddr>,
-    /// The line-protocol tag naming the device.
-    pub device_tag: String,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            tokens: Tokens::default(),
-            metrics_public: true,
-            max_inflight_bytes: 32 << 20,
-            handshake_timeout: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(10),
-            http_listen: None,
-            device_tag: "device".into(),
-        }
-    }
-}
-
-/// Counters for the metrics endpoint and tests.
-pub struct ServerStats {
-    pub connections_open: AtomicU64,
-    pub connections_total: AtomicU64,
-    pub frames: AtomicU64,
-    pub rows: AtomicU64,
-    pub bytes: AtomicU64,
-    /// Rejected frames and handshakes by error code (index = code).
-    pub rejected: [AtomicU64; 16],
-    /// Line-protocol rows written, requests applied and rejected.
-    pub http_rows: AtomicU64,
-    pub http_requests: AtomicU64,
-    pub http_rejected: AtomicU64,
-    /// Binary frames, from the payload read to the ack written (seconds).
-    pub frame_seconds: prometheus_client::metrics::histogram::Histogram,
-}
-
-impl Default for ServerStats {
-    fn default() -> Self {
-        use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-        ServerStats {
-            connections_open: AtomicU64::default(),
-            connections_total: AtomicU64::default(),
-            frames: AtomicU64::default(),
-            rows: AtomicU64::default(),
-            bytes: AtomicU64::default(),
-            rejected: Default::default(),
-            http_rows: AtomicU64::default(),
-            http_requests: AtomicU64::default(),
-            http_rejected: AtomicU64::default(),
-            frame_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
-        }
-    }
-}
-
-impl ServerStats {
-    fn reject(&self, code: ErrorCode) {
-        self.rejected[(code as usize).min(15)].fetch_add(1, Relaxed);
-    }
-    /// Rejections of one code.
-    pub fn rejected_of(&self, code: ErrorCode) -> u64 {
-        self.rejected[(code as usize).min(15)].load(Relaxed)
-    }
-}
 
 /// Serve `listener` until `shutdown` turns true: stop accepting, let every
 /// connection finish the frames it has read and send their acks, then
@@ -388,100 +311,4 @@ fn store_error(e: Error) -> WireError {
         }
         other => WireError::frame(ErrorCode::Internal, other.to_string()),
     }
-}
-
-/// A server running on its own runtime thread.
-pub struct Running {
-    pub addr: SocketAddr,
-    /// The HTTP endpoints' address, when they listen.
-    pub http_addr: Option<SocketAddr>,
-    pub stats: Arc<ServerStats>,
-    stop: watch::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Running {
-    /// Stop accepting, finish in-flight frames and their acks, return.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-    fn shutdown(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-/// Bind `listen` and serve on a new runtime thread.
-pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate::Result<Running> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("telestore-net")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<ingest runtime>", e))?;
-    let listener = rt
-        .block_on(TcpListener::bind(listen))
-        .map_err(|e| Error::io(format!("<listen {listen}>"), e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::io("<listener>", e))?;
-    let stats = Arc::new(ServerStats::default());
-    let (stop, rx) = watch::channel(false);
-    let http_addr = match cfg.http_listen {
-        Some(a) => {
-            let l = rt
-                .block_on(TcpListener::bind(a))
-                .map_err(|e| Error::io(format!("<listen {a}>"), e))?;
-            let bound = l.local_addr().map_err(|e| Error::io("<listener>", e))?;
-            let state = super::http::HttpState {
-                store: store.clone(),
-                stats: stats.clone(),
-                device_tag: Arc::from(cfg.device_tag.as_str()),
-                auth: Arc::new(HttpAuth {
-                    tokens: cfg.tokens.clone(),
-                    metrics_public: cfg.metrics_public,
-                }),
-            };
-            let mut stop_http = rx.clone();
-            let app = super::http::router(state);
-            rt.spawn(async move {
-                let done = async move {
-                    let _ = stop_http.changed().await;
-                };
-                // Without TCP_NODELAY a response written in two pieces
-                // waits for the client's delayed ACK (~40 ms) on a
-                // kept-alive connection.
-                let l = l.tap_io(|tcp| {
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
-                    }
-                });
-                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(done).await {
-                    tracing::error!("http server failed: {e}");
-                }
-            });
-            Some(bound)
-        }
-        None => None,
-    };
-    let st = stats.clone();
-    let thread = std::thread::Builder::new()
-        .name("telestore-ingest".into())
-        .spawn(move || rt.block_on(serve(store, listener, cfg, st, rx)))
-        .map_err(|e| Error::io("<ingest thread>", e))?;
-    Ok(Running {
-        addr,
-        http_addr,
-        stats,
-        stop,
-        thread: Some(thread),
-    })
 }

@@ -191,7 +191,10 @@ fn url_param(query: &str, name: &str) -> Option<String> {
 /// What a request needs: `None` for the open routes.
 fn needed(auth: &HttpAuth, req: &Request) -> Option<Access> {
     match req.uri().path() {
-        "/health" => None,
+        // The console's page and assets hold no data (the page reads the
+        // API with the user's token).
+        "/health" | "/" => None,
+        p if p.starts_with("/console/") => None,
         "/metrics" if auth.metrics_public => None,
         _ if matches!(*req.method(), Method::GET | Method::HEAD) => Some(Access::Read),
         _ => Some(Access::Write),

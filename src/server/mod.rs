@@ -1,0 +1,129 @@
+//! The daemon: the binary protocol's TCP listener (`tcp`) and the HTTP
+//! side (`router`, one file per route group: `write` line protocol,
+//! `tables`, `query` queries and exports, `metrics` health and metrics,
+//! `status` the console's JSON, `console` its page), with the tokens of
+//! `auth` checked on every protocol. The protocols' codecs live in
+//! `crate::ingest`.
+
+pub mod auth;
+mod console;
+mod metrics;
+mod query;
+mod router;
+mod state;
+pub mod status;
+mod tables;
+mod tcp;
+mod write;
+
+pub use metrics::{classic_text, render_metrics};
+pub use state::{HttpState, IngestHistory, ServerConfig, ServerStats, WRITE_BODY_MAX};
+pub use tcp::serve;
+
+use crate::error::Error;
+use crate::Store;
+use auth::HttpAuth;
+use axum::serve::ListenerExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// A server running on its own runtime thread.
+pub struct Running {
+    pub addr: SocketAddr,
+    /// The HTTP endpoints' address, when they listen.
+    pub http_addr: Option<SocketAddr>,
+    pub stats: Arc<ServerStats>,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stop accepting, finish in-flight frames and their acks, return.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+    fn shutdown(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Bind `listen` and serve on a new runtime thread.
+pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate::Result<Running> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("telestore-net")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("<ingest runtime>", e))?;
+    let listener = rt
+        .block_on(TcpListener::bind(listen))
+        .map_err(|e| Error::io(format!("<listen {listen}>"), e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("<listener>", e))?;
+    let stats = Arc::new(ServerStats::default());
+    let (stop, rx) = watch::channel(false);
+    let http_addr = match cfg.http_listen {
+        Some(a) => {
+            let l = rt
+                .block_on(TcpListener::bind(a))
+                .map_err(|e| Error::io(format!("<listen {a}>"), e))?;
+            let bound = l.local_addr().map_err(|e| Error::io("<listener>", e))?;
+            let history = Arc::new(IngestHistory::default());
+            let state = HttpState {
+                store: store.clone(),
+                stats: stats.clone(),
+                device_tag: Arc::from(cfg.device_tag.as_str()),
+                auth: Arc::new(HttpAuth {
+                    tokens: cfg.tokens.clone(),
+                    metrics_public: cfg.metrics_public,
+                }),
+                history: history.clone(),
+            };
+            let mut stop_http = rx.clone();
+            let app = router::router(state);
+            rt.spawn(status::sample_ingest(store.clone(), history, rx.clone()));
+            rt.spawn(async move {
+                let done = async move {
+                    let _ = stop_http.changed().await;
+                };
+                // Without TCP_NODELAY a response written in two pieces
+                // waits for the client's delayed ACK (~40 ms) on a
+                // kept-alive connection.
+                let l = l.tap_io(|tcp| {
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
+                    }
+                });
+                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(done).await {
+                    tracing::error!("http server failed: {e}");
+                }
+            });
+            Some(bound)
+        }
+        None => None,
+    };
+    let st = stats.clone();
+    let thread = std::thread::Builder::new()
+        .name("telestore-ingest".into())
+        .spawn(move || rt.block_on(serve(store, listener, cfg, st, rx)))
+        .map_err(|e| Error::io("<ingest thread>", e))?;
+    Ok(Running {
+        addr,
+        http_addr,
+        stats,
+        stop,
+        thread: Some(thread),
+    })
+}

@@ -1,0 +1,181 @@
+//! What the daemon's HTTP handlers share, the server's counters, and the
+//! JSON error answers every route gives.
+
+use super::auth::Tokens;
+use crate::error::Error;
+use crate::ingest::proto::ErrorCode;
+use crate::Store;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct HttpState {
+    pub store: Arc<Store>,
+    pub stats: Arc<ServerStats>,
+    /// The line-protocol tag that names the device.
+    pub device_tag: Arc<str>,
+    /// Tokens, checked by the [`super::auth::require`] layer.
+    pub auth: Arc<super::auth::HttpAuth>,
+    /// Rows per second over the last minutes (`/api/v1/status`).
+    pub history: Arc<IngestHistory>,
+}
+
+/// Largest line-protocol request body, after gzip decoding.
+pub const WRITE_BODY_MAX: usize = 64 << 20;
+
+/// Server settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Tokens a client must present (none configured: any client); the
+    /// binary protocol writes, so it needs a read-write token.
+    pub tokens: Tokens,
+    /// Serve `/metrics` without a token.
+    pub metrics_public: bool,
+    /// Payload bytes a connection may have in flight (read, not yet acked).
+    pub max_inflight_bytes: usize,
+    /// How long a client may take to send its handshake.
+    pub handshake_timeout: Duration,
+    /// How long a shutdown waits for connections to send their last acks.
+    pub shutdown_grace: Duration,
+    /// Where the HTTP endpoints listen (`None`: no HTTP).
+    pub http_listen: Option<SocketAddr>,
+    /// The line-protocol tag naming the device.
+    pub device_tag: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            tokens: Tokens::default(),
+            metrics_public: true,
+            max_inflight_bytes: 32 << 20,
+            handshake_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+            http_listen: None,
+            device_tag: "device".into(),
+        }
+    }
+}
+
+/// Seconds of ingest history kept (one sample per second).
+pub const HISTORY_SECS: usize = 300;
+
+/// The ingest rate, one `(time_ms, rows_per_second)` sample per second
+/// (`status::sample_ingest` fills it, `/api/v1/status` shows it).
+pub struct IngestHistory {
+    pub started: Instant,
+    samples: Mutex<VecDeque<(i64, f64)>>,
+}
+
+impl Default for IngestHistory {
+    fn default() -> Self {
+        IngestHistory {
+            started: Instant::now(),
+            samples: Mutex::new(VecDeque::with_capacity(HISTORY_SECS)),
+        }
+    }
+}
+
+impl IngestHistory {
+    pub fn push(&self, time_ms: i64, rows_per_second: f64) {
+        let mut q = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() == HISTORY_SECS {
+            q.pop_front();
+        }
+        q.push_back((time_ms, rows_per_second));
+    }
+
+    /// Oldest first.
+    pub fn samples(&self) -> Vec<(i64, f64)> {
+        let q = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        q.iter().copied().collect()
+    }
+}
+
+/// Counters for the metrics endpoint and tests.
+pub struct ServerStats {
+    pub connections_open: AtomicU64,
+    pub connections_total: AtomicU64,
+    pub frames: AtomicU64,
+    pub rows: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Rejected frames and handshakes by error code (index = code).
+    pub rejected: [AtomicU64; 16],
+    /// Line-protocol rows written, requests applied and rejected.
+    pub http_rows: AtomicU64,
+    pub http_requests: AtomicU64,
+    pub http_rejected: AtomicU64,
+    /// Binary frames, from the payload read to the ack written (seconds).
+    pub frame_seconds: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for ServerStats {
+    fn default() -> Self {
+        use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+        ServerStats {
+            connections_open: AtomicU64::default(),
+            connections_total: AtomicU64::default(),
+            frames: AtomicU64::default(),
+            rows: AtomicU64::default(),
+            bytes: AtomicU64::default(),
+            rejected: Default::default(),
+            http_rows: AtomicU64::default(),
+            http_requests: AtomicU64::default(),
+            http_rejected: AtomicU64::default(),
+            frame_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+        }
+    }
+}
+
+impl ServerStats {
+    pub(super) fn reject(&self, code: ErrorCode) {
+        self.rejected[(code as usize).min(15)].fetch_add(1, Relaxed);
+    }
+    /// Rejections of one code.
+    pub fn rejected_of(&self, code: ErrorCode) -> u64 {
+        self.rejected[(code as usize).min(15)].load(Relaxed)
+    }
+}
+
+pub(super) fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "code": status.as_u16(), "message": message.into() });
+    (status, Json(body)).into_response()
+}
+
+/// A store error as JSON: `503` with `Retry-After` when the store is busy
+/// or its write path has stopped (a full disk, a failed fsync: `/health`
+/// says which), see [`failure_of`].
+pub(super) fn store_failure(e: &Error) -> Response {
+    let (status, retry_s) = failure_of(e);
+    with_retry_after(json_error(status, e.to_string()), retry_s)
+}
+
+/// The status for a store error, and the seconds for `Retry-After` (0:
+/// none). An invalid input found only when applying (a device re-tagged
+/// by another request meanwhile) is still the request's fault: `400`.
+pub(super) fn failure_of(e: &Error) -> (StatusCode, u64) {
+    match e {
+        Error::Busy { retry_after_ms } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            retry_after_ms.div_ceil(1000).max(1),
+        ),
+        Error::Poisoned { .. } | Error::Closed => (StatusCode::SERVICE_UNAVAILABLE, 30),
+        Error::InvalidInput { .. } => (StatusCode::BAD_REQUEST, 0),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, 0),
+    }
+}
+
+pub(super) fn with_retry_after(mut r: Response, retry_s: u64) -> Response {
+    if retry_s > 0 {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(retry_s));
+    }
+    r
+}
