@@ -54,36 +54,55 @@ fn schema_errors(doc: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Write to one device of region-spread table `t` as fast as the test
-/// can, until `stop`: that device's region becomes hot.
-fn skew(store: Arc<Store>, table: &'static str, device: u64, stop: Arc<AtomicBool>) {
-    let mut ts = 1_000_000i64;
-    while !stop.load(Ordering::Relaxed) {
-        let rows: Vec<(u64, i64, u64)> = (0..500).map(|i| (device, ts + i, i as u64)).collect();
-        ts += 500;
-        store
-            .write(table, &small_rows(&rows), Durability::Async)
-            .unwrap();
+/// A table of `small_schema` fields over `regions` regions.
+fn table_of(store: &Store, name: &str, regions: u32) {
+    let opts = TableOptions {
+        regions,
+        ..TableOptions::default()
+    };
+    store.create_table(small_schema(name, opts)).unwrap();
+}
+
+/// A writer hammering one device of `table` (its region turns hot) until
+/// stopped.
+struct Skew {
+    stop: Arc<AtomicBool>,
+    writer: std::thread::JoinHandle<()>,
+}
+
+impl Skew {
+    fn start(store: &Arc<Store>, table: &'static str, device: u64) -> Skew {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (store, flag) = (store.clone(), stop.clone());
+        let writer = std::thread::spawn(move || {
+            let mut ts = 1_000_000i64;
+            while !flag.load(Ordering::Relaxed) {
+                let rows: Vec<(u64, i64, u64)> =
+                    (0..500).map(|i| (device, ts + i, i as u64)).collect();
+                ts += 500;
+                store
+                    .write(table, &small_rows(&rows), Durability::Async)
+                    .unwrap();
+            }
+        });
+        Skew { stop, writer }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.writer.join().unwrap();
     }
 }
 
 #[test]
 fn status_follows_its_schema_and_reports_the_regions_and_the_hot_one() {
     let (_dir, store, _run, http) = http_daemon(quick_hotspots(), ServerConfig::default());
-    let opts = TableOptions {
-        regions: 8,
-        ..TableOptions::default()
-    };
-    store.create_table(small_schema("t", opts)).unwrap();
+    table_of(&store, "t", 8);
     let rows: Vec<(u64, i64, u64)> = (0..64).map(|d| (d, 1_000, d)).collect();
     store
         .write("t", &small_rows(&rows), Durability::Sync)
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (store, stop) = (store.clone(), stop.clone());
-        std::thread::spawn(move || skew(store, "t", 5, stop))
-    };
+    let skew = Skew::start(&store, "t", 5);
     // The sampler needs two ticks for a rate, the detector its grace.
     let deadline = Instant::now() + Duration::from_secs(20);
     let doc = loop {
@@ -100,8 +119,7 @@ fn status_follows_its_schema_and_reports_the_regions_and_the_hot_one() {
         }
         std::thread::sleep(Duration::from_millis(250));
     };
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    skew.stop();
     let errors = schema_errors(&doc);
     assert!(errors.is_empty(), "{errors:#?}\n{doc:#}");
     let s: Status = serde_json::from_value(doc.clone()).expect("the Rust type reads it");
@@ -194,18 +212,52 @@ fn the_page_is_open_and_its_data_needs_a_token() {
 }
 
 #[test]
+fn devices_are_found_by_part_of_their_name() {
+    let (_dir, store, _run, http) = http_daemon(Options::default(), ServerConfig::default());
+    table_of(&store, "t", 2);
+    let lines = ["truck-10", "bus-1", "truck-2", "Truck-1"]
+        .iter()
+        .map(|d| format!("t,device={d},fleet=East v=1u,x=1,ok=true 1700000000000"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let w = http_request(
+        http,
+        "POST",
+        "/api/v2/write?bucket=b&precision=ms",
+        "",
+        lines.as_bytes(),
+    );
+    assert_eq!(w.status, 204, "{}", w.body);
+    let names = |path: &str| -> Vec<String> {
+        let a = http_request(http, "GET", path, "", b"");
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names("/api/v1/devices?match=TRUCK-1"),
+        ["Truck-1", "truck-10"]
+    );
+    assert_eq!(names("/api/v1/devices?match=truck&limit=1"), ["Truck-1"]);
+    assert_eq!(names("/api/v1/devices").len(), 4);
+    assert!(names("/api/v1/devices?match=nope").is_empty());
+    let a = http_request(http, "GET", "/api/v1/devices?match=bus", "", b"");
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    assert_eq!(v[0]["tags"], json!({"fleet": "East"}));
+    assert_eq!(v[0]["id"].as_u64(), store.device_id("bus-1"));
+    let bad = http_request(http, "GET", "/api/v1/devices?limit=0", "", b"");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+}
+
+#[test]
 fn top_draws_every_region_busiest_first_with_the_hot_one_marked() {
     let (_dir, store, _run, http) = http_daemon(quick_hotspots(), ServerConfig::default());
-    let opts = TableOptions {
-        regions: 4,
-        ..TableOptions::default()
-    };
-    store.create_table(small_schema("fleet", opts)).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (store, stop) = (store.clone(), stop.clone());
-        std::thread::spawn(move || skew(store, "fleet", 9, stop))
-    };
+    table_of(&store, "fleet", 4);
+    let skew = Skew::start(&store, "fleet", 9);
     let server = format!("http://{http}");
     let deadline = Instant::now() + Duration::from_secs(20);
     let s = loop {
@@ -221,8 +273,7 @@ fn top_draws_every_region_busiest_first_with_the_hot_one_marked() {
         .args(["top", "--server", &server, "--once", "120x16"])
         .output()
         .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    skew.stop();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -494,6 +545,23 @@ fn the_console_in_chromium_while_load_runs() {
     let velocity = f64::from_le_bytes(rows[0].fields[24..32].try_into().unwrap());
     let on_page: f64 = shown["velocity"].as_str().unwrap().parse().unwrap();
     assert_eq!(on_page, velocity, "{shown}");
+
+    // Typing part of a name offers the matching trucks.
+    d.js("const i = document.getElementById('device-input'); i.value = 'truck-19'; i.dispatchEvent(new Event('input'));");
+    let offered = d.wait_for(
+        "device suggestions",
+        "const o = Array.from(document.querySelectorAll('#device-list option')).map((e) => e.value); return o.length ? o : null;",
+    );
+    let offered: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"truck-19") && offered.iter().all(|n| n.contains("truck-19")),
+        "{offered:?}"
+    );
 
     // A skewed load: one device (not in the fleet) writes far more than
     // the others, and its region turns hot and is flagged.

@@ -1,12 +1,14 @@
 //! The daemon: the binary protocol's TCP listener (`tcp`) and the HTTP
 //! side (`router`, one file per route group: `write` line protocol,
-//! `tables`, `query` queries and exports, `metrics` health and metrics,
+//! `tables`, `devices` device search, `query` queries and exports,
+//! `metrics` health and metrics,
 //! `status` the console's JSON, `console` its page), with the tokens of
 //! `auth` checked on every protocol. The protocols' codecs live in
 //! `crate::ingest`.
 
 pub mod auth;
 mod console;
+mod devices;
 mod metrics;
 mod query;
 mod router;

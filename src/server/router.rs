@@ -1,7 +1,7 @@
 //! The HTTP routes, one file per group, all behind the auth layer.
 
 use super::state::{HttpState, WRITE_BODY_MAX};
-use super::{auth, console, metrics, query, status, tables, write};
+use super::{auth, console, devices, metrics, query, status, tables, write};
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
@@ -14,6 +14,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/", get(console::page))
         .route("/console/{asset}", get(console::asset))
         .route("/api/v1/status", get(status::status))
+        .route("/api/v1/devices", get(devices::devices))
         .route("/health", get(metrics::health))
         .route("/metrics", get(metrics::metrics))
         .route(

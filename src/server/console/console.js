@@ -259,6 +259,23 @@ async function showDevice() {
   }
 }
 
+// Search as the user types: registered names containing the text.
+let searchTimer = null;
+$("device-input").addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(async () => {
+    const text = $("device-input").value.trim();
+    if (!text || /^\d+$/.test(text)) return;
+    try {
+      const found = await api("/api/v1/devices?" + new URLSearchParams({ match: text, limit: "20" }));
+      $("device-list").replaceChildren(...found.map((d) => el("option", { value: d.name },
+        Object.entries(d.tags).map(([k, v]) => k + "=" + v).join(" "))));
+    } catch (e) {
+      // The search is a convenience: the form still takes names and ids.
+    }
+  }, 200);
+});
+
 $("device-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const name = $("device-input").value.trim();

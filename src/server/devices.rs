@@ -1,0 +1,59 @@
+//! `GET /api/v1/devices?match=TEXT&limit=N`: registered devices whose
+//! name contains `TEXT` (case-insensitive; all without it), by name, at
+//! most `N` (default 20, at most 1,000). The console's device search
+//! uses it.
+
+use super::state::{json_error, HttpState};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+const LIMIT_DEFAULT: usize = 20;
+const LIMIT_MAX: usize = 1_000;
+
+#[derive(Deserialize)]
+pub(super) struct Search {
+    #[serde(rename = "match")]
+    text: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct Found {
+    id: u64,
+    name: String,
+    tags: BTreeMap<String, String>,
+}
+
+pub(super) async fn devices(State(s): State<HttpState>, Query(q): Query<Search>) -> Response {
+    let limit = q.limit.unwrap_or(LIMIT_DEFAULT);
+    if limit == 0 || limit > LIMIT_MAX {
+        let m = format!("limit must be 1..={LIMIT_MAX} (got {limit})");
+        return json_error(StatusCode::BAD_REQUEST, m);
+    }
+    let needle = q.text.unwrap_or_default().to_lowercase();
+    let found = tokio::task::spawn_blocking(move || {
+        let mut hits: Vec<Found> = s
+            .store
+            .devices(None)
+            .into_iter()
+            .filter(|(_, e)| e.name.to_lowercase().contains(&needle))
+            .map(|(id, e)| Found {
+                id,
+                name: e.name,
+                tags: e.tags.into_iter().collect(),
+            })
+            .collect();
+        hits.sort_by(|a, b| a.name.cmp(&b.name));
+        hits.truncate(limit);
+        hits
+    })
+    .await;
+    match found {
+        Ok(hits) => Json(hits).into_response(),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
