@@ -10,10 +10,16 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::Frame;
 
-/// Fetch the status of the daemon at `server` (its HTTP address).
-pub fn fetch(server: &str, token: Option<&str>) -> Result<Status, String> {
+/// Fetch the status of the daemon at `server` (its HTTP address), giving
+/// up after `timeout` (a daemon under heavy load answers slowly: the
+/// status counts every write acknowledged before it).
+pub fn fetch(
+    server: &str,
+    token: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<Status, String> {
     let url = format!("{}/api/v1/status", server.trim_end_matches('/'));
-    let mut req = ureq::get(&url).timeout(std::time::Duration::from_secs(5));
+    let mut req = ureq::get(&url).timeout(timeout);
     if let Some(t) = token.filter(|t| !t.is_empty()) {
         req = req.set("Authorization", &format!("Token {t}"));
     }

@@ -261,7 +261,7 @@ fn top_draws_every_region_busiest_first_with_the_hot_one_marked() {
     let server = format!("http://{http}");
     let deadline = Instant::now() + Duration::from_secs(20);
     let s = loop {
-        let s = telestore::top::fetch(&server, None).unwrap();
+        let s = telestore::top::fetch(&server, None, Duration::from_secs(60)).unwrap();
         if s.tables[0].regions.iter().any(|r| r.hot) || Instant::now() > deadline {
             break s;
         }

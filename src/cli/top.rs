@@ -22,6 +22,10 @@ pub struct TopArgs {
     /// Seconds between refreshes.
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
+    /// Seconds to wait for the daemon's answer (a daemon under heavy load
+    /// answers slowly); on a timeout the last screen stays, with the error.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
     /// Print one screen as text and exit (for scripts and logs), WIDTH x
     /// HEIGHT characters, e.g. 120x40.
     #[arg(long, value_name = "WIDTHxHEIGHT")]
@@ -33,20 +37,25 @@ pub fn run(a: TopArgs) -> Result<()> {
         a.interval.is_finite() && a.interval >= 0.1,
         "--interval must be at least 0.1 s"
     );
+    anyhow::ensure!(
+        a.timeout.is_finite() && a.timeout >= 0.1,
+        "--timeout must be at least 0.1 s"
+    );
     let token = a.token.as_deref();
+    let timeout = Duration::from_secs_f64(a.timeout);
     if let Some(size) = &a.once {
         let (w, h) = parse_size(size)?;
-        let s = top::fetch(&a.server, token).map_err(anyhow::Error::msg)?;
+        let s = top::fetch(&a.server, token, timeout).map_err(anyhow::Error::msg)?;
         print!("{}", top::render_text(&s, &a.server, w, h));
         return Ok(());
     }
     // Fail before taking over the terminal when the daemon is not there.
-    let mut last = top::fetch(&a.server, token).map_err(anyhow::Error::msg)?;
+    let mut last = top::fetch(&a.server, token, timeout).map_err(anyhow::Error::msg)?;
     let mut terminal = ratatui::init();
     let every = Duration::from_secs_f64(a.interval);
     let result = (|| -> Result<()> {
         loop {
-            let error = match top::fetch(&a.server, token) {
+            let error = match top::fetch(&a.server, token, timeout) {
                 Ok(s) => {
                     last = s;
                     None
