@@ -4,6 +4,7 @@
 //! owns the terminal and the refresh loop.
 
 use crate::server::status::{RegionStatus, Status, STATUS_VERSION};
+use crate::util::text::{escape_control, human_bytes};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -41,20 +42,6 @@ pub fn fetch(
     Ok(s)
 }
 
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    match i {
-        0 => format!("{n} B"),
-        _ => format!("{v:.1} {}", UNITS[i]),
-    }
-}
-
 fn rate(v: f64) -> String {
     match v {
         v if v >= 1e6 => format!("{:.2} M", v / 1e6),
@@ -73,7 +60,7 @@ fn summary(s: &Status, server: &str) -> Vec<Line<'static>> {
     vec![
         Line::from(format!(
             "telestore top — {server} — {} — up {:.0} s — {} tables, {hot} hot regions (q quits)",
-            s.health,
+            escape_control(&s.health),
             s.uptime_seconds,
             s.tables.len()
         )),
@@ -81,8 +68,8 @@ fn summary(s: &Status, server: &str) -> Vec<Line<'static>> {
             "ingest {} rows/s ({} rows since open)   memstores {} / {}, flush queue {}   WAL segments {}",
             rate(s.ingest.rows_per_second),
             s.ingest.rows_total,
-            bytes(s.memstores.bytes),
-            bytes(s.memstores.limit_bytes),
+            human_bytes(s.memstores.bytes),
+            human_bytes(s.memstores.limit_bytes),
             s.memstores.flush_queue,
             s.wal.segments
         )),
@@ -90,15 +77,15 @@ fn summary(s: &Status, server: &str) -> Vec<Line<'static>> {
             "compactions {} running, {} queued, debt {}   writes stalled {} busy {} slowed {}",
             s.compactions.running,
             s.compactions.queued,
-            bytes(s.compactions.debt_bytes),
+            human_bytes(s.compactions.debt_bytes),
             s.writes.stalled_total,
             s.writes.busy_total,
             s.writes.slowed_total
         )),
         Line::from(format!(
             "block cache {} / {}, hit rate {:.1} %   latest cache {} devices   TCP {} open   HTTP rows {}",
-            bytes(s.block_cache.bytes),
-            bytes(s.block_cache.capacity_bytes),
+            human_bytes(s.block_cache.bytes),
+            human_bytes(s.block_cache.capacity_bytes),
             100.0 * s.block_cache.hit_ratio,
             s.latest_cache.devices,
             s.connections.tcp_open,
@@ -127,7 +114,10 @@ pub fn draw(f: &mut Frame, s: &Status, server: &str, error: Option<&str>) {
     if let Some(e) = error {
         lines.insert(
             0,
-            Line::styled(format!("! {e}"), Style::new().fg(Color::Red)),
+            Line::styled(
+                format!("! {}", escape_control(e)),
+                Style::new().fg(Color::Red),
+            ),
         );
     }
     f.render_widget(Paragraph::new(lines).block(Block::bordered()), head);
@@ -156,16 +146,16 @@ pub fn draw(f: &mut Frame, s: &Status, server: &str, error: Option<&str>) {
             _ => "",
         };
         Row::new([
-            table.to_string(),
+            escape_control(table).into_owned(),
             r.id.to_string(),
             if r.hot { "HOT".into() } else { String::new() },
             rate(r.write_rate),
             rate(r.read_rate),
             format!("{:.1}", 100.0 * r.load_share),
-            bytes(r.memstore_bytes),
+            human_bytes(r.memstore_bytes),
             format!("{} ({})", r.files, r.runs),
-            bytes(r.size_bytes),
-            bytes(r.compaction_debt_bytes),
+            human_bytes(r.size_bytes),
+            human_bytes(r.compaction_debt_bytes),
             job.to_string(),
         ])
         .style(style)

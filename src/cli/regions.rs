@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use telestore::engine::RegionInfo;
 use telestore::region::parse_key_hex;
+use telestore::util::text::human_bytes;
 use telestore::{Options, Store};
 
 #[derive(Args, Debug)]
@@ -115,22 +116,6 @@ pub fn run(cmd: RegionsCmd) -> Result<()> {
     Ok(())
 }
 
-/// Bytes in a short human form.
-fn human(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// The region map as aligned text.
 pub fn render(regions: &[RegionInfo]) -> String {
     let head = [
@@ -158,10 +143,10 @@ pub fn render(regions: &[RegionInfo]) -> String {
                 r.id.to_string(),
                 r.start.clone(),
                 r.end.clone().unwrap_or_else(|| "(end)".into()),
-                human(r.size_bytes),
+                human_bytes(r.size_bytes),
                 r.files.to_string(),
                 r.runs.to_string(),
-                human(r.memstore_bytes as u64),
+                human_bytes(r.memstore_bytes as u64),
                 r.rows_written.to_string(),
                 r.flushes.to_string(),
                 format!(
@@ -169,7 +154,7 @@ pub fn render(regions: &[RegionInfo]) -> String {
                     r.compactions,
                     if r.compaction_running { "*" } else { "" }
                 ),
-                human(r.compaction_debt_bytes),
+                human_bytes(r.compaction_debt_bytes),
                 format!("{:.2}", r.write_amplification),
                 format!("{:.0}", r.write_rate),
                 format!("{:.0}", r.read_rate),

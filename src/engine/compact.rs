@@ -71,8 +71,7 @@ pub(super) fn stat_of(f: &HFileReader) -> FileStat {
 }
 
 fn ttl_cutoff(shared: &Shared, t: &Table) -> Option<i64> {
-    let now = shared.opts.clock.now_ms();
-    t.schema.options.ttl_ms.map(|ttl| now.saturating_sub(ttl))
+    t.schema.options.ttl_cutoff(shared.opts.clock.now_ms())
 }
 
 /// The task the planner picks for `files` (a region's files) now.

@@ -112,7 +112,7 @@ impl LatestCache {
             cache: self,
             device,
             ticket,
-            done: false,
+            found: None,
         })
     }
 
@@ -164,48 +164,42 @@ impl LatestCache {
     }
 }
 
-/// A read's claim on filling one entry; dropped unfinished (an error, a
-/// panic) it removes its ticket.
+/// A read's claim on filling one entry. Dropped, it settles the entry:
+/// the row [`Fill::finish`] gave lands if the ticket is still there;
+/// otherwise (an edit came between, or the read failed or found nothing)
+/// the entry goes.
 pub struct Fill<'a> {
     cache: &'a LatestCache,
     device: u64,
     ticket: u64,
-    done: bool,
+    found: Option<Row>,
 }
 
 impl Fill<'_> {
     /// The read found `row` (`None`: the device has no visible row, which
-    /// is not cached). Stored only if no edit of the device was applied
-    /// since the ticket was taken.
+    /// is not cached).
     pub fn finish(mut self, row: Option<&Row>) {
-        self.done = true;
-        let mut s = self.cache.shard(self.device);
-        let ours = matches!(s.get(&self.device), Some(Slot::Filling(t)) if *t == self.ticket);
-        if !ours && !matches!(s.get(&self.device), Some(Slot::Stale)) {
-            return;
-        }
-        match row {
-            Some(r) if ours => {
-                s.insert(self.device, Slot::Row(r.clone()));
-            }
-            _ => {
-                s.remove(&self.device);
-                self.cache.len.fetch_sub(1, Relaxed);
-            }
-        }
+        self.found = row.cloned();
     }
 }
 
 impl Drop for Fill<'_> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
         let mut s = self.cache.shard(self.device);
-        let ours = matches!(s.get(&self.device), Some(Slot::Filling(t)) if *t == self.ticket);
-        if ours || matches!(s.get(&self.device), Some(Slot::Stale)) {
-            s.remove(&self.device);
-            self.cache.len.fetch_sub(1, Relaxed);
+        let ours = match s.get(&self.device) {
+            Some(Slot::Filling(t)) if *t == self.ticket => true,
+            // Only one fill per device at a time: a stale mark is ours.
+            Some(Slot::Stale) => false,
+            _ => return,
+        };
+        match self.found.take() {
+            Some(r) if ours => {
+                s.insert(self.device, Slot::Row(r));
+            }
+            _ => {
+                s.remove(&self.device);
+                self.cache.len.fetch_sub(1, Relaxed);
+            }
         }
     }
 }

@@ -196,7 +196,7 @@ impl Store {
         let vis = Visibility {
             from: q.from,
             to: q.to,
-            ttl_cutoff: o.ttl_ms.map(|ttl| now.saturating_sub(ttl)),
+            ttl_cutoff: o.ttl_cutoff(now),
             versions: q.versions.clamp(1, o.max_versions),
             tombstones: Visibility::group(tombs.into_iter().filter(|t| t.seq <= read_seq)),
             read_seq,
@@ -305,8 +305,11 @@ impl Store {
     /// older row has expired too); counted as a read of its region.
     fn cached_latest(&self, t: &Table, r: Row) -> Vec<Row> {
         let now = self.shared.opts.clock.now_ms();
-        let ttl_cutoff = t.schema.options.ttl_ms.map(|ttl| now.saturating_sub(ttl));
-        let live = ttl_cutoff.is_none_or(|cut| r.ts >= cut);
+        let live = t
+            .schema
+            .options
+            .ttl_cutoff(now)
+            .is_none_or(|cut| r.ts >= cut);
         let k = key::encode(DeviceId(r.device), r.ts);
         let regions = t.regions();
         let i = regions.partition_point(|x| x.start <= k).saturating_sub(1);

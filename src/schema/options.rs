@@ -192,6 +192,12 @@ impl Default for TableOptions {
 }
 
 impl TableOptions {
+    /// Cells older than this are expired at `now_ms` (TTL); `None` keeps
+    /// everything.
+    pub fn ttl_cutoff(&self, now_ms: i64) -> Option<i64> {
+        self.ttl_ms.map(|ttl| now_ms.saturating_sub(ttl))
+    }
+
     pub fn validate(&self) -> Result<()> {
         if let Some(t) = self.ttl_ms {
             if t <= 0 {

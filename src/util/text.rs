@@ -1,4 +1,4 @@
-//! Text from the network shown on a terminal.
+//! Text shown on a terminal: what came from the network, and sizes.
 
 use std::borrow::Cow;
 
@@ -19,6 +19,22 @@ pub fn escape_control(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Bytes in a short human form: `512 B`, `1.5 KiB`, `2.0 GiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 #[cfg(test)]
