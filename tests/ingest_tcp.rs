@@ -392,7 +392,7 @@ fn serve_reads_its_config_file_and_sigterm_stops_it_cleanly() {
     std::fs::write(
         &cfg,
         format!(
-            "dir = {:?}\nlisten = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\ntoken = \"tok\"\nbackground_nice = 5\nwal_syncs_in_flight = 3\ndirect_hfile_writes = false\nflush_threshold_mib = 8\nmemstore_global_mib = 256\n",
+            "dir = {:?}\nlisten = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nflight_listen = \"127.0.0.1:0\"\ntoken = \"tok\"\nbackground_nice = 5\nwal_syncs_in_flight = 3\ndirect_hfile_writes = false\nflush_threshold_mib = 8\nmemstore_global_mib = 256\n",
             dir.path()
         ),
     )

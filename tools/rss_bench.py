@@ -127,7 +127,7 @@ def main():
     port, http_port = free_port(), free_port()
     daemon = subprocess.Popen(
         [a.bin, "serve", "--dir", os.path.join(tmp, "data"),
-         "--listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{http_port}",
+         "--listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{http_port}", "--flight-listen", "off",
          "--shutdown-flush", "false"],
         env=env, stderr=subprocess.DEVNULL)
     try:

@@ -14,6 +14,7 @@ mod load;
 mod query;
 mod regions;
 mod serve;
+mod sql;
 mod sustained;
 mod table;
 mod top;
@@ -74,6 +75,9 @@ pub enum Cmd {
     /// Read a table: latest, range, scan or agg (embedded, or --server).
     #[command(subcommand)]
     Query(query::QueryCmd),
+    /// Run a SQL query (DataFusion) over the tables and the device
+    /// registry (embedded, or --server).
+    Sql(sql::SqlArgs),
     /// Export a table's rows over a window to Arrow IPC or Parquet.
     Export(export::ExportArgs),
     /// Check every checksum of every live file (manifest, WAL, HFiles)
@@ -109,7 +113,10 @@ pub struct DirArg {
 pub fn run() -> i32 {
     let cli = Cli::parse();
     // Query and export print results: only warnings go to stderr.
-    let quiet = matches!(cli.cmd, Cmd::Query(_) | Cmd::Export(_) | Cmd::Verify(_));
+    let quiet = matches!(
+        cli.cmd,
+        Cmd::Query(_) | Cmd::Sql(_) | Cmd::Export(_) | Cmd::Verify(_)
+    );
     init_logging(if quiet { "warn" } else { "info" });
     let res: Result<()> = match cli.cmd {
         Cmd::Bench(b) => bench::run(b),
@@ -123,6 +130,7 @@ pub fn run() -> i32 {
         Cmd::Devices(d) => devices::run(d),
         Cmd::Query(q) => query::run(q),
         Cmd::Export(e) => export::run(e),
+        Cmd::Sql(q) => sql::run(q),
         Cmd::Verify(v) => verify::run_verify(v),
         Cmd::Repair(r) => verify::run_repair(r),
         Cmd::Debug(d) => crash::run(d),

@@ -248,7 +248,7 @@ pub fn run(cmd: QueryCmd) -> Result<()> {
     }
 }
 
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
@@ -344,8 +344,17 @@ pub fn fetch<S: BatchSink>(
             req = req.query(k, &v);
         }
     }
-    let resp = match req.call() {
-        Ok(r) => r,
+    let resp = answer_of(&url, req.call())?;
+    read_arrow(&url, resp, make)
+}
+
+/// A daemon's answer, or its error: a `400`'s message as a usage error.
+pub fn answer_of(
+    url: &str,
+    res: std::result::Result<ureq::Response, ureq::Error>,
+) -> Result<ureq::Response> {
+    match res {
+        Ok(r) => Ok(r),
         Err(ureq::Error::Status(code, r)) => {
             let body: serde_json::Value = r
                 .into_string()
@@ -361,10 +370,16 @@ pub fn fetch<S: BatchSink>(
             }
             anyhow::bail!("{url}: HTTP {code}: {msg}");
         }
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("cannot reach the daemon at {url}")))
-        }
-    };
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot reach the daemon at {url}"))),
+    }
+}
+
+/// Hand an Arrow IPC stream answer to the sink `make` builds.
+pub fn read_arrow<S: BatchSink>(
+    url: &str,
+    resp: ureq::Response,
+    make: impl FnOnce(SchemaRef) -> telestore::Result<S>,
+) -> Result<()> {
     let reader = arrow_ipc::reader::StreamReader::try_new(resp.into_reader(), None)
         .with_context(|| format!("reading the Arrow stream from {url}"))?;
     let mut sink = Box::new(make(reader.schema())?);

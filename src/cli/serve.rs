@@ -15,7 +15,8 @@ use telestore::{Options, Store};
 /// names with underscores), or the default — in that order of precedence.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TOML file with any of: dir, listen, http_listen, token, token_file,
+    /// TOML file with any of: dir, listen, http_listen, flight_listen,
+    /// token, token_file,
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
     /// memstore_global_mib, shutdown_flush, cache_flushed_blocks,
@@ -40,6 +41,11 @@ pub struct ServeArgs {
     /// [default: 127.0.0.1:7071].
     #[arg(long, env = "TELESTORE_HTTP_LISTEN")]
     http_listen: Option<SocketAddr>,
+    /// Address of the Arrow Flight service (tables as flights with one
+    /// endpoint per region, DoPut bulk loads, SQL; formats/flight.md), or
+    /// `off` [default: 127.0.0.1:7072].
+    #[arg(long, env = "TELESTORE_FLIGHT_LISTEN", value_name = "ADDR|off")]
+    flight_listen: Option<String>,
     /// A read-write token every client must present: binary-protocol
     /// handshakes, and every HTTP route but /health (and /metrics, see
     /// --metrics-public), sent as `Authorization: Token T`, `Bearer T`,
@@ -135,6 +141,7 @@ struct ServeFile {
     dir: Option<PathBuf>,
     listen: Option<SocketAddr>,
     http_listen: Option<SocketAddr>,
+    flight_listen: Option<String>,
     token: Option<String>,
     token_file: Option<PathBuf>,
     metrics_public: Option<bool>,
@@ -185,8 +192,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .http_listen
         .or(f.http_listen)
         .unwrap_or(([127, 0, 0, 1], 7071).into());
+    let flight = flight_addr(a.flight_listen.or(f.flight_listen))?;
     let tokens = tokens_of(a.token.or(f.token), a.token_file.or(f.token_file))?;
-    for addr in [listen, http] {
+    for addr in [listen, http].into_iter().chain(flight) {
         if tokens.is_open() && !addr.ip().is_loopback() {
             tracing::warn!(
                 "{addr} is not a loopback address and no token is set: anyone who reaches it \
@@ -199,6 +207,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         metrics_public: a.metrics_public.or(f.metrics_public).unwrap_or(true),
         max_inflight_bytes: a.max_inflight_mib.or(f.max_inflight_mib).unwrap_or(32) << 20,
         http_listen: Some(http),
+        flight_listen: flight,
         device_tag: a
             .device_tag
             .or(f.device_tag)
@@ -268,6 +277,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         tracing::info!("http (line protocol /api/v2/write, /metrics, /health, /api/v1/tables) listening on {h}");
         tracing::info!("console: http://{h}/ (telestore top --server http://{h})");
     }
+    if let Some(f) = server.flight_addr {
+        tracing::info!("arrow flight listening on grpc+tcp://{f}");
+    }
     signals.wait();
     tracing::info!("shutting down: finishing in-flight batches");
     server.stop();
@@ -280,6 +292,20 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .close()?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// The Flight address: given, `off`, or the default 127.0.0.1:7072.
+fn flight_addr(given: Option<String>) -> Result<Option<SocketAddr>> {
+    match given.as_deref().map(str::trim) {
+        None => Ok(Some(([127, 0, 0, 1], 7072).into())),
+        Some("off") | Some("none") => Ok(None),
+        Some(a) => a.parse().map(Some).map_err(|_| {
+            super::UsageError(format!(
+                "--flight-listen {a:?}: an address (127.0.0.1:7072) or off"
+            ))
+            .into()
+        }),
+    }
 }
 
 fn tokens_of(token: Option<String>, file: Option<PathBuf>) -> Result<Tokens> {

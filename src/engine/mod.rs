@@ -31,7 +31,7 @@ mod visibility;
 pub use compact::Outcome as CompactionOutcome;
 pub use devices::REGISTRY_ID_BASE;
 pub use options::{Durability, Options};
-pub use reads::ReadStats;
+pub use reads::{KeySpan, ReadStats};
 pub use regions::RegionInfo;
 pub use table::{Region, Table, TableState};
 

@@ -435,6 +435,105 @@ impl Store {
     }
 }
 
+/// A contiguous slice of a table's key space, `[start, end)` (`end`
+/// `None`: to the end of the key space): a region's range when it was
+/// listed. Flight tickets and SQL partitions name the keys they read by
+/// span rather than by region id, so a split or merge between planning
+/// and reading changes nothing about which rows they return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeySpan {
+    pub start: RowKey,
+    pub end: Option<RowKey>,
+}
+
+impl KeySpan {
+    /// The whole key space.
+    pub const ALL: KeySpan = KeySpan {
+        start: [0; KEY_LEN],
+        end: None,
+    };
+
+    /// Could the span hold a key of `device`?
+    pub fn may_hold(&self, device: u64) -> bool {
+        let d = DeviceId(device);
+        region::clip(
+            &key::encode(d, i64::MAX),
+            &key::encode(d, i64::MIN),
+            &self.start,
+            self.end.as_ref(),
+        )
+        .is_some()
+    }
+}
+
+impl Store {
+    /// The key spans of `table`'s regions that may hold a cell with
+    /// `from <= ts <= to` (of one of `devices`, when given), in key order:
+    /// a region with anything in a memstore, or with a file overlapping
+    /// its keys and the window.
+    pub fn spans_with_data(
+        &self,
+        table: &str,
+        from: i64,
+        to: i64,
+        devices: Option<&[u64]>,
+    ) -> Result<Vec<KeySpan>> {
+        let t = self.range_table(table, from, to)?;
+        self.shared.gate.wait_caught_up();
+        let mut out = Vec::new();
+        for r in t.regions().iter() {
+            let span = KeySpan {
+                start: r.start,
+                end: r.end,
+            };
+            if devices.is_some_and(|ids| !ids.iter().any(|&d| span.may_hold(d))) {
+                continue;
+            }
+            let Some((lo, hi)) = region::clip(&[0; KEY_LEN], &KEY_MAX, &r.start, r.end.as_ref())
+            else {
+                continue;
+            };
+            let st = r.snapshot();
+            let in_memory = std::iter::once(&st.active)
+                .chain(st.frozen.iter())
+                .any(|m| !m.is_empty());
+            let in_files = st
+                .files
+                .iter()
+                .any(|f| f.overlaps(&lo, &hi) && f.ts_overlaps(from, to));
+            if in_memory || in_files {
+                out.push(span);
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Store::scan_pieces`] of the keys in `span` only, read in the
+    /// calling thread (the caller runs spans in parallel).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_pieces_in(
+        &self,
+        table: &str,
+        span: &KeySpan,
+        device: Option<u64>,
+        from: i64,
+        to: i64,
+        fields: &[usize],
+        mut visit: impl FnMut(Piece<'_>) -> bool,
+    ) -> Result<ReadStats> {
+        let t = self.range_table(table, from, to)?;
+        let slots = slots_of(&t.schema, fields)?;
+        let q = match device {
+            Some(d) => Self::device_query(d, from, to),
+            None => whole_table(from, to),
+        };
+        let Some((lo, hi)) = region::clip(&q.lo, &q.hi, &span.start, span.end.as_ref()) else {
+            return Ok(ReadStats::default());
+        };
+        self.run_pieces(&t, &Query { lo, hi, ..q }, &slots, &mut visit)
+    }
+}
+
 /// Every key, over `[from, to]`.
 fn whole_table(from: i64, to: i64) -> Query {
     Query {

@@ -3,6 +3,7 @@
 use super::agg::{Aggregator, GroupBy};
 use super::columns::{DeviceDict, RowBatcher, RowLayout};
 use super::plan::{Devices, Kind, Plan};
+use crate::engine::KeySpan;
 use crate::error::{Error, Result};
 use crate::read::columns::Piece;
 use crate::read::{Order, RowView};
@@ -209,17 +210,22 @@ fn read_pieces(store: &Store, plan: &Plan, visit: &mut dyn FnMut(Piece<'_>) -> b
     };
     let table = plan.schema.name.as_str();
     let fields = &plan.fields;
+    let whole = plan.keys == KeySpan::ALL;
+    let scan = |device: Option<u64>, visit: &mut dyn FnMut(Piece<'_>) -> bool| match whole {
+        true => store.scan_pieces(table, device, from, to, fields, visit),
+        false => store.scan_pieces_in(table, &plan.keys, device, from, to, fields, visit),
+    };
     by_device(plan, &mut |reach| match reach {
         Reach::Device(id) => {
             let mut more = true;
-            store.scan_pieces(table, Some(id), from, to, fields, |p| {
+            scan(Some(id), &mut |p| {
                 more = visit(p);
                 more
             })?;
             Ok(more)
         }
         Reach::Scan(keep) => {
-            store.scan_pieces(table, None, from, to, fields, |p| {
+            scan(None, &mut |p| {
                 let device = match &p {
                     Piece::Row(r) => r.device,
                     Piece::Run(r) => r.device,
@@ -245,7 +251,7 @@ enum Reach<'a> {
 fn by_device(plan: &Plan, read: &mut dyn FnMut(Reach<'_>) -> Result<bool>) -> Result<()> {
     match &plan.devices {
         Devices::Some(ids) if ids.len() <= PER_DEVICE_SEEKS_MAX => {
-            for &id in ids {
+            for &id in ids.iter().filter(|&&id| plan.keys.may_hold(id)) {
                 if !read(Reach::Device(id))? {
                     break;
                 }
@@ -264,6 +270,12 @@ fn by_device(plan: &Plan, read: &mut dyn FnMut(Reach<'_>) -> Result<bool>) -> Re
 
 /// Visit the plan's rows (before aggregation) until `visit` says stop.
 fn read_rows(store: &Store, plan: &Plan, visit: &mut dyn FnMut(RowView<'_>) -> bool) -> Result<()> {
+    if plan.keys != KeySpan::ALL {
+        return Err(Error::invalid(
+            "keys",
+            "a key span applies to row scans only",
+        ));
+    }
     let table = plan.schema.name.as_str();
     if plan.kind == Kind::Latest {
         let Devices::Some(ids) = &plan.devices else {

@@ -4,6 +4,7 @@
 
 use super::agg::{AggFn, GroupBy};
 use super::time::{parse_every, parse_time};
+use crate::engine::KeySpan;
 use crate::error::{Error, Result};
 use crate::key::{self, DeviceId};
 use crate::read::Order;
@@ -86,6 +87,9 @@ pub struct Plan {
     pub n: usize,
     pub agg: Option<(AggFn, i64, GroupBy)>,
     pub batch_rows: usize,
+    /// The keys read: the whole table, or one span of it (a Flight
+    /// endpoint's or a SQL partition's; scans only).
+    pub keys: KeySpan,
 }
 
 /// Most rows `latest` returns.
@@ -189,7 +193,33 @@ impl Plan {
             n: n as usize,
             agg,
             batch_rows,
+            keys: KeySpan::ALL,
         })
+    }
+
+    /// A scan of `schema`'s `fields` over `[from, to)` (epoch ms) of
+    /// `devices` in `keys`: what a Flight ticket or a SQL partition runs.
+    pub fn scan(
+        schema: TableSchema,
+        devices: Devices,
+        (from, to): (i64, i64),
+        fields: Vec<usize>,
+        keys: KeySpan,
+    ) -> Plan {
+        Plan {
+            kind: Kind::Scan,
+            schema,
+            devices,
+            from,
+            to,
+            fields,
+            order: Order::NewestFirst,
+            limit: None,
+            n: 1,
+            agg: None,
+            batch_rows: super::columns::BATCH_ROWS_DEFAULT,
+            keys,
+        }
     }
 
     /// The inclusive engine window, or None when `[from, to)` is empty.

@@ -159,26 +159,32 @@ pub struct HttpAuth {
 /// `?u=user&p=T`.
 pub fn credential(req: &Request) -> Option<Vec<u8>> {
     if let Some(v) = req.headers().get(header::AUTHORIZATION) {
-        let v = v.to_str().ok()?.trim();
-        let (scheme, rest) = v.split_once(' ')?;
-        let rest = rest.trim();
-        return match scheme.to_ascii_lowercase().as_str() {
-            "token" | "bearer" => Some(rest.as_bytes().to_vec()),
-            "basic" => {
-                let raw = base64::engine::general_purpose::STANDARD
-                    .decode(rest)
-                    .ok()?;
-                let (user, pass) = match raw.iter().position(|&b| b == b':') {
-                    Some(i) => (&raw[..i], &raw[i + 1..]),
-                    None => (&raw[..], &raw[..0]),
-                };
-                Some(if pass.is_empty() { user } else { pass }.to_vec())
-            }
-            _ => None,
-        };
+        return authorization_token(v.to_str().ok()?);
     }
     let q = req.uri().query()?;
     url_param(q, "p").map(String::into_bytes)
+}
+
+/// The token in an `Authorization` header value: `Token T`, `Bearer T`,
+/// or `Basic base64(user:T)` (the password; the user when it is empty).
+/// Shared by HTTP and Flight.
+pub fn authorization_token(value: &str) -> Option<Vec<u8>> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    let rest = rest.trim();
+    match scheme.to_ascii_lowercase().as_str() {
+        "token" | "bearer" => Some(rest.as_bytes().to_vec()),
+        "basic" => {
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(rest)
+                .ok()?;
+            let (user, pass) = match raw.iter().position(|&b| b == b':') {
+                Some(i) => (&raw[..i], &raw[i + 1..]),
+                None => (&raw[..], &raw[..0]),
+            };
+            Some(if pass.is_empty() { user } else { pass }.to_vec())
+        }
+        _ => None,
+    }
 }
 
 /// One percent-decoded query parameter.
@@ -196,6 +202,8 @@ fn needed(auth: &HttpAuth, req: &Request) -> Option<Access> {
         "/health" | "/" => None,
         p if p.starts_with("/console/") => None,
         "/metrics" if auth.metrics_public => None,
+        // Queries only (statements that change anything are refused).
+        "/api/v1/sql" => Some(Access::Read),
         _ if matches!(*req.method(), Method::GET | Method::HEAD) => Some(Access::Read),
         _ => Some(Access::Write),
     }

@@ -12,6 +12,7 @@ mod devices;
 mod metrics;
 mod query;
 mod router;
+mod sql;
 mod state;
 pub mod status;
 mod tables;
@@ -36,6 +37,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The HTTP endpoints' address, when they listen.
     pub http_addr: Option<SocketAddr>,
+    /// The Flight service's address, when it listens.
+    pub flight_addr: Option<SocketAddr>,
     pub stats: Arc<ServerStats>,
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -116,6 +119,30 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
         }
         None => None,
     };
+    let flight_addr = match cfg.flight_listen {
+        Some(a) => {
+            let l = rt
+                .block_on(TcpListener::bind(a))
+                .map_err(|e| Error::io(format!("<listen {a}>"), e))?;
+            let bound = l.local_addr().map_err(|e| Error::io("<listener>", e))?;
+            let service = crate::flight::service::Service {
+                store: store.clone(),
+                tokens: cfg.tokens.clone(),
+                location: crate::flight::location_of(bound),
+            };
+            let mut stop_flight = rx.clone();
+            let done = async move {
+                let _ = stop_flight.changed().await;
+            };
+            rt.spawn(async move {
+                if let Err(e) = crate::flight::serve(l, service, done).await {
+                    tracing::error!("flight server failed: {e}");
+                }
+            });
+            Some(bound)
+        }
+        None => None,
+    };
     let st = stats.clone();
     let thread = std::thread::Builder::new()
         .name("telestore-ingest".into())
@@ -124,6 +151,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
     Ok(Running {
         addr,
         http_addr,
+        flight_addr,
         stats,
         stop,
         thread: Some(thread),

@@ -26,7 +26,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// Chunks buffered between the query thread and the connection.
 const CHUNKS_AHEAD: usize = 8;
 
-fn query_error(e: &Error) -> Response {
+pub(super) fn query_error(e: &Error) -> Response {
     let (status, arg) = match e {
         Error::InvalidInput { what, .. } => (StatusCode::BAD_REQUEST, Some(*what)),
         Error::UnknownTable(_) => (StatusCode::BAD_REQUEST, Some("table")),
@@ -40,12 +40,12 @@ fn query_error(e: &Error) -> Response {
     (status, Json(body)).into_response()
 }
 
-fn format_of(p: &Params, headers: &HeaderMap) -> Result<Format, Error> {
+pub(super) fn format_of(format: Option<&str>, headers: &HeaderMap) -> Result<Format, Error> {
     let wants_json = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json"));
-    Ok(match p.format.as_deref() {
+    Ok(match format {
         None if wants_json => Format::Json,
         None | Some("arrow") | Some("arrow-stream") => Format::Arrow,
         Some("json") => Format::Json,
@@ -167,15 +167,33 @@ fn is_small(p: &Params) -> bool {
 const SMALL_ROWS: u64 = 100;
 
 async fn respond(s: HttpState, headers: HeaderMap, p: Params) -> Response {
-    let format = match format_of(&p, &headers) {
+    let format = match format_of(p.format.as_deref(), &headers) {
         Ok(f) => f,
         Err(e) => return query_error(&e),
     };
-    let (start_tx, start_rx) = tokio::sync::oneshot::channel();
-    let (tx, rx) = mpsc::channel(CHUNKS_AHEAD);
     let store = s.store.clone();
     let small = is_small(&p);
-    // One blocking hop plans and runs the query; a small one runs here.
+    stream_answer(format, small, move |w| {
+        let plan = Plan::resolve(&store, &p, store.now_ms())?;
+        let prepared = Prepared::new(&store, plan);
+        let mut printer = Printer::new(format, prepared.schema(), w)?;
+        prepared.run(&store, &mut |b| printer.write(&b))?;
+        printer.finish()?;
+        Ok(())
+    })
+    .await
+}
+
+/// Answer with what `job` writes in `format`: on a blocking thread (on
+/// this one when `small`), sent whole when it fits in a chunk, else
+/// streamed; an error before the first chunk is a proper status.
+pub(super) async fn stream_answer(
+    format: Format,
+    small: bool,
+    job: impl FnOnce(&mut dyn Write) -> Result<(), Error> + Send + 'static,
+) -> Response {
+    let (start_tx, start_rx) = tokio::sync::oneshot::channel();
+    let (tx, rx) = mpsc::channel(CHUNKS_AHEAD);
     let run = move || {
         let mut w = ChunkWriter {
             start: Some(start_tx),
@@ -183,15 +201,7 @@ async fn respond(s: HttpState, headers: HeaderMap, p: Params) -> Response {
             buf: Vec::new(),
             stream: !small,
         };
-        let res = (|| {
-            let plan = Plan::resolve(&store, &p, store.now_ms())?;
-            let prepared = Prepared::new(&store, plan);
-            let mut printer = Printer::new(format, prepared.schema(), &mut w)?;
-            prepared.run(&store, &mut |b| printer.write(&b))?;
-            printer.finish()?;
-            Ok::<_, Error>(())
-        })();
-        match res {
+        match job(&mut w) {
             Ok(()) => {
                 if let Err(e) = w.finish() {
                     tracing::warn!("query response aborted: {e}");

@@ -1,7 +1,7 @@
 //! The HTTP routes, one file per group, all behind the auth layer.
 
 use super::state::{HttpState, WRITE_BODY_MAX};
-use super::{auth, console, devices, metrics, query, status, tables, write};
+use super::{auth, console, devices, metrics, query, sql, status, tables, write};
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
@@ -23,6 +23,7 @@ pub fn router(state: HttpState) -> Router {
         )
         .route("/api/v1/query", get(query::query))
         .route("/api/v1/export", get(query::export))
+        .route("/api/v1/sql", post(sql::sql))
         .route("/api/v2/write", post(write::write_v2))
         .route("/write", post(write::write_v1))
         .route("/api/v1/flush", post(tables::flush))

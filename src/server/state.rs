@@ -48,6 +48,8 @@ pub struct ServerConfig {
     pub http_listen: Option<SocketAddr>,
     /// The line-protocol tag naming the device.
     pub device_tag: String,
+    /// Where the Arrow Flight service listens (`None`: no Flight).
+    pub flight_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +62,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             http_listen: None,
             device_tag: "device".into(),
+            flight_listen: None,
         }
     }
 }

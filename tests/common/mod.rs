@@ -202,6 +202,8 @@ pub fn serve_command(dir: &std::path::Path, http_listen: &str) -> std::process::
         "127.0.0.1:0",
         "--http-listen",
         http_listen,
+        "--flight-listen",
+        "127.0.0.1:0",
     ])
     .arg("--dir")
     .arg(dir)

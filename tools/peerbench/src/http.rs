@@ -289,6 +289,8 @@ impl Daemon {
             .arg(format!("127.0.0.1:{}", free_port()?))
             .arg("--http-listen")
             .arg(format!("127.0.0.1:{http}"))
+            .arg("--flight-listen")
+            .arg("off")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

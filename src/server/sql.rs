@@ -1,0 +1,77 @@
+//! `POST /api/v1/sql`: a SQL query (see [`crate::sql`]) over HTTP. The
+//! body is the query text, or JSON `{"query": "…", "format": "…"}`
+//! when sent as `application/json`; the answer is an Arrow IPC stream by
+//! default, or `format=json|jsonl|csv|table` (query string or JSON), as
+//! `/api/v1/query` answers. Only queries run (DDL, DML, `SET` are
+//! refused), so a read-only token may use it.
+
+use super::query::{format_of, query_error, stream_answer};
+use super::state::HttpState;
+use crate::error::Error;
+use crate::query::output::Printer;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::Response;
+use serde::Deserialize;
+use std::collections::HashMap;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlBody {
+    query: String,
+    #[serde(default)]
+    format: Option<String>,
+}
+
+/// The query and the format asked for.
+fn request_of(
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(String, Option<String>), Error> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let (sql, format) = if json {
+        let b: SqlBody = serde_json::from_slice(body)
+            .map_err(|e| Error::invalid("body", format!("not {{\"query\": …}}: {e}")))?;
+        (b.query, b.format)
+    } else {
+        let text = std::str::from_utf8(body)
+            .map_err(|_| Error::invalid("body", "the query is not UTF-8"))?;
+        (text.to_string(), None)
+    };
+    Ok((sql, format.or_else(|| q.get("format").cloned())))
+}
+
+pub(super) async fn sql(
+    State(s): State<HttpState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (sql, format) = match request_of(&q, &headers, &body) {
+        Ok(r) => r,
+        Err(e) => return query_error(&e),
+    };
+    let format = match format_of(format.as_deref(), &headers) {
+        Ok(f) => f,
+        Err(e) => return query_error(&e),
+    };
+    let store = s.store.clone();
+    let rt = tokio::runtime::Handle::current();
+    stream_answer(format, false, move |w| {
+        let printer = crate::sql::run_blocking(
+            &rt,
+            &store,
+            &sql,
+            |schema| Printer::new(format, schema, w),
+            |p, b| p.write(&b),
+        )?;
+        printer.finish()?;
+        Ok(())
+    })
+    .await
+}
