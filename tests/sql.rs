@@ -264,6 +264,33 @@ fn the_cli_answers_embedded_and_through_the_daemon() {
     );
     let text = String::from_utf8(embedded.stdout).unwrap();
     assert_eq!(text, "device,n\ndev-0,399\ndev-2,400\ndev-4,400\n");
+    // Types only SQL produces print too (Arrow's rendering).
+    let typed = common::telestore_cli(
+        dir.path(),
+        &[
+            "sql",
+            "SELECT CAST(5 AS TINYINT) AS x, to_timestamp_nanos(1500000000) AS t, \
+             arrow_cast('abc', 'Utf8View') AS s, CAST(1.25 AS DECIMAL(5,2)) AS d",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(
+        typed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&typed.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&typed.stdout).unwrap();
+    assert_eq!(v[0]["x"], 5);
+    assert_eq!(v[0]["s"], "abc");
+    assert_eq!(v[0]["d"], 1.25);
+    assert!(
+        v[0]["t"]
+            .as_str()
+            .unwrap()
+            .starts_with("1970-01-01T00:00:01.5"),
+        "{v}"
+    );
     let bad = common::telestore_cli(dir.path(), &["sql", "SELECT nope FROM m"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("nope"));

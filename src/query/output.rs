@@ -13,7 +13,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::{DataType, SchemaRef, TimeUnit};
 use std::io::Write;
 
 /// An output format.
@@ -100,7 +100,7 @@ fn float(v: f64) -> Cell {
 }
 
 fn cell(col: &ArrayRef, i: usize) -> Cell {
-    if col.is_null(i) {
+    if col.is_null(i) || col.data_type() == &DataType::Null {
         return Cell::Null;
     }
     match col.data_type() {
@@ -120,15 +120,30 @@ fn cell(col: &ArrayRef, i: usize) -> Cell {
         DataType::UInt32 => Cell::Num(col.as_primitive::<UInt32Type>().value(i).to_string()),
         DataType::Boolean => Cell::Bool(col.as_boolean().value(i)),
         DataType::Utf8 => Cell::Text(col.as_string::<i32>().value(i).to_string()),
-        DataType::Timestamp(_, _) => Cell::Text(format_ms(
+        DataType::LargeUtf8 => Cell::Text(col.as_string::<i64>().value(i).to_string()),
+        DataType::Utf8View => Cell::Text(col.as_string_view().value(i).to_string()),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => Cell::Text(format_ms(
             col.as_primitive::<TimestampMillisecondType>().value(i),
         )),
-        DataType::Dictionary(_, _) => {
+        DataType::Dictionary(k, v) if **k == DataType::UInt32 && **v == DataType::Utf8 => {
             let d = col.as_dictionary::<UInt32Type>();
             let k = d.keys().value(i) as usize;
             Cell::Text(d.values().as_string::<i32>().value(k).to_string())
         }
-        other => Cell::Text(format!("<{other}>")),
+        // What SQL results may hold besides: other integer and decimal
+        // types, other timestamp units, dates, intervals, other
+        // dictionaries: Arrow's own rendering (RFC 3339 for times).
+        t => {
+            let opts = arrow_cast::display::FormatOptions::default();
+            let text = arrow_cast::display::ArrayFormatter::try_new(col.as_ref(), &opts)
+                .map(|f| f.value(i).to_string())
+                .unwrap_or_else(|_| format!("<{t}>"));
+            if t.is_numeric() {
+                Cell::Num(text)
+            } else {
+                Cell::Text(text)
+            }
+        }
     }
 }
 
