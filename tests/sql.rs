@@ -14,6 +14,7 @@ use common::mixed::{self, Model, T0, TABLE};
 use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use telestore::query::export::{FileFormat, FileSink};
 use telestore::{Error, Options, Store};
 
 fn fixture() -> (tempfile::TempDir, Arc<Store>, Model) {
@@ -331,4 +332,102 @@ fn the_cli_answers_embedded_and_through_the_daemon() {
     }
     srv.stop();
     Arc::try_unwrap(store).ok().unwrap().close().unwrap();
+}
+
+/// The same telemetry queries in DuckDB over the rows exported to
+/// Parquet (with the registry's tags joined on) give the same answers:
+/// filters, group by tag, time buckets, order/limit, latest per device, a
+/// join. Needs `TELESTORE_PYTHON` (tools/test-all.sh sets it).
+#[test]
+fn duckdb_agrees_on_telemetry_queries() {
+    let Ok(python) = std::env::var("TELESTORE_PYTHON") else {
+        eprintln!("skipped: TELESTORE_PYTHON is not set (tools/test-all.sh sets it)");
+        return;
+    };
+    let (dir, store, _m) = fixture();
+    let rt = rt();
+    let out = dir.path().join("oracle");
+    std::fs::create_dir_all(&out).unwrap();
+    let save = |name: &str, sql: &str, format: FileFormat| {
+        let batches = run(&rt, &store, sql).unwrap();
+        let schema = rt
+            .block_on(telestore::sql::plan(&store, sql))
+            .unwrap()
+            .schema()
+            .as_arrow()
+            .clone();
+        let path = out.join(name);
+        let mut sink =
+            FileSink::create(&path, format, format.default_codec(), &Arc::new(schema)).unwrap();
+        for b in &batches {
+            sink.write(b).unwrap();
+        }
+        sink.commit().unwrap();
+        path
+    };
+    save(
+        "m.parquet",
+        &format!(
+            "SELECT device_id, device, ts, {} FROM {TABLE}",
+            mixed::FIELDS.join(", ")
+        ),
+        FileFormat::Parquet,
+    );
+    save(
+        "devices.parquet",
+        "SELECT * FROM devices",
+        FileFormat::Parquet,
+    );
+    let (a, b) = (T0 + 60_000, T0 + 181_000);
+    let queries = [
+        (
+            "filter",
+            format!("SELECT device, ts, f, i FROM {TABLE} WHERE device = 'dev-3' AND ts >= to_timestamp_millis({a}) AND ts < to_timestamp_millis({b}) ORDER BY ts"),
+            format!("SELECT device, ts, f, i FROM m WHERE device = 'dev-3' AND ts >= epoch_ms({a}) AND ts < epoch_ms({b}) ORDER BY ts"),
+        ),
+        (
+            "group_by_tag",
+            format!("SELECT fleet, count(*) AS n, avg(f) AS f, min(j) AS j, max(u) AS u, sum(i) AS i FROM {TABLE} GROUP BY fleet ORDER BY fleet NULLS LAST"),
+            "SELECT fleet, count(*) AS n, avg(f) AS f, min(j) AS j, max(u) AS u, sum(i) AS i FROM m GROUP BY fleet ORDER BY fleet NULLS LAST".to_string(),
+        ),
+        (
+            "time_buckets",
+            format!("SELECT date_bin(INTERVAL '1 minute', ts) AS bucket, fleet, avg(g) AS g, count(*) AS n FROM {TABLE} WHERE fleet IN ('East', 'West') GROUP BY bucket, fleet ORDER BY bucket, fleet"),
+            "SELECT time_bucket(INTERVAL '1 minute', ts) AS bucket, fleet, avg(g) AS g, count(*) AS n FROM m WHERE fleet IN ('East', 'West') GROUP BY bucket, fleet ORDER BY bucket, fleet".to_string(),
+        ),
+        (
+            "order_limit",
+            format!("SELECT device_id, ts, f, b FROM {TABLE} ORDER BY ts DESC, device_id LIMIT 10"),
+            "SELECT device_id, ts, f, b FROM m ORDER BY ts DESC, device_id LIMIT 10".to_string(),
+        ),
+        (
+            "latest_per_device",
+            format!("SELECT device_id, max(ts) AS last FROM {TABLE} GROUP BY device_id ORDER BY device_id"),
+            "SELECT device_id, max(ts) AS last FROM m GROUP BY device_id ORDER BY device_id".to_string(),
+        ),
+        (
+            "join_devices",
+            format!("SELECT d.device, count(*) AS n, max(t.w) AS w FROM {TABLE} t JOIN devices d ON t.device_id = d.device_id WHERE d.fleet = 'West' GROUP BY d.device ORDER BY d.device"),
+            "SELECT d.device, count(*) AS n, max(t.w) AS w FROM m t JOIN devices d ON t.device_id = d.device_id WHERE d.fleet = 'West' GROUP BY d.device ORDER BY d.device".to_string(),
+        ),
+    ];
+    let mut spec = Vec::new();
+    for (name, ours, duck) in &queries {
+        let path = save(&format!("{name}.arrow"), ours, FileFormat::Arrow);
+        spec.push(serde_json::json!({"name": name, "ours": path, "duckdb": duck}));
+    }
+    let spec_path = out.join("queries.json");
+    std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/sql_oracle.py");
+    let o = std::process::Command::new(python)
+        .arg(script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
