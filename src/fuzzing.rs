@@ -134,6 +134,14 @@ pub fn line_protocol(data: &[u8]) {
     }
 }
 
+/// What a Flight client sends: a ticket, a descriptor's request
+/// document, or a Flight SQL command (protobuf `Any`).
+pub fn flight_docs(data: &[u8]) {
+    let _ = crate::flight::ticket::Ticket::parse(data);
+    let _ = crate::flight::ticket::Request::parse_cmd(data);
+    let _ = crate::flight::sql::statement_of(data);
+}
+
 /// A named fuzz entry point (for the smoke tests and `fuzz/`).
 pub type Target = (&'static str, fn(&[u8]));
 
@@ -150,4 +158,5 @@ pub const TARGETS: &[Target] = &[
     ("manifest_log", manifest_log),
     ("ingest_stream", ingest_stream),
     ("line_protocol", line_protocol),
+    ("flight_docs", flight_docs),
 ];

@@ -503,7 +503,32 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
                 .to_vec(),
         ],
     );
+    m.insert("flight_docs", flight_docs());
     m
+}
+
+/// A scan and a SQL ticket, a request document, a Flight SQL command;
+/// each accepted by its decoder.
+fn flight_docs() -> Vec<Vec<u8>> {
+    use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt};
+    use prost::Message;
+    use telestore::flight::ticket::{Request, Ticket};
+    let scan = br#"{"kind":"scan","v":1,"table":"readings","from":0,"to":10,"fields":["velocity"],"devices":"truck-1","where":null,"start":"000000000000000000000000000000000000","end":"800000000000000000000000000000000000"}"#.to_vec();
+    let sql = br#"{"kind":"sql","v":1,"sql":"SELECT 1"}"#.to_vec();
+    let req =
+        br#"{"table":"readings","from":"-1h","fields":"velocity","where":"fleet=East"}"#.to_vec();
+    let any = CommandStatementQuery {
+        query: "SELECT count(*) FROM readings".into(),
+        transaction_id: None,
+    }
+    .as_any()
+    .encode_to_vec();
+    Ticket::parse(&scan).expect("valid scan ticket");
+    Ticket::parse(&sql).expect("valid sql ticket");
+    Request::parse_cmd(&req).expect("valid request");
+    let q = telestore::flight::sql::statement_of(&any).expect("valid Flight SQL command");
+    assert!(q.is_some());
+    vec![scan, sql, req, any]
 }
 
 /// A handshake and two frames of 24-byte rows; a response of each kind.
