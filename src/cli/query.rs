@@ -220,20 +220,7 @@ pub fn set_select(p: &mut Params, s: Select) {
 
 pub fn run(cmd: QueryCmd) -> Result<()> {
     let (params, common) = to_params(cmd);
-    let out: Box<dyn Write> = match &common.out {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        )),
-        None => {
-            if common.format == Format::Arrow && std::io::stdout().is_terminal() {
-                return Err(UsageError(
-                    "--format arrow writes binary Arrow IPC: give --out FILE or pipe it".into(),
-                )
-                .into());
-            }
-            Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
-        }
-    };
+    let out = open_output(common.out.as_deref(), common.format)?;
     let res = match &common.server {
         Some(url) => fetch(url, common.token.as_deref(), "query", &params, |schema| {
             Printer::new(common.format, schema, out)
@@ -246,6 +233,25 @@ pub fn run(cmd: QueryCmd) -> Result<()> {
         Err(e) if is_broken_pipe(&e) => Ok(()),
         other => other,
     }
+}
+
+/// Where a result goes: `--out FILE`, or stdout (binary Arrow is refused
+/// on a terminal).
+pub fn open_output(out: Option<&Path>, format: Format) -> Result<Box<dyn Write>> {
+    Ok(match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => {
+            if format == Format::Arrow && std::io::stdout().is_terminal() {
+                return Err(UsageError(
+                    "--format arrow writes binary Arrow IPC: give --out FILE or pipe it".into(),
+                )
+                .into());
+            }
+            Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+        }
+    })
 }
 
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {

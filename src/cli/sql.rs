@@ -2,11 +2,10 @@
 //! tables and its `devices` registry) embedded or on a daemon
 //! (`--server`, `POST /api/v1/sql`), printed like `telestore query`.
 
-use super::query::{is_broken_pipe, open_store, BatchSink};
-use super::UsageError;
+use super::query::{is_broken_pipe, open_output, open_store, BatchSink};
 use anyhow::{Context, Result};
 use clap::Args;
-use std::io::{IsTerminal, Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use telestore::query::output::{Format, Printer};
@@ -55,20 +54,7 @@ pub fn run(a: SqlArgs) -> Result<()> {
     } else {
         a.query.clone()
     };
-    let out: Box<dyn Write> = match &a.out {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        )),
-        None => {
-            if a.format == Format::Arrow && std::io::stdout().is_terminal() {
-                return Err(UsageError(
-                    "--format arrow writes binary Arrow IPC: give --out FILE or pipe it".into(),
-                )
-                .into());
-            }
-            Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
-        }
-    };
+    let out = open_output(a.out.as_deref(), a.format)?;
     let make = |schema| Printer::new(a.format, schema, out);
     let res = match &a.server {
         Some(url) => remote(url, a.token.as_deref(), &sql, make),

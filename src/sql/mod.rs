@@ -16,6 +16,7 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::MemTable;
 use datafusion::error::DataFusionError;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use std::sync::Arc;
@@ -23,6 +24,10 @@ use table::{Registry, SqlTable};
 
 /// Longest SQL text accepted.
 pub const SQL_TEXT_MAX: usize = 1 << 20;
+/// Memory one query's operators may hold (hash tables, sorts) before
+/// they spill to the temporary directory or, when they cannot, fail with
+/// "resources exhausted": a query does not take the daemon's memory.
+pub const SQL_MEMORY_MAX: usize = 1 << 30;
 
 /// A store error, or a DataFusion one, as a store error: planning
 /// problems (bad SQL, unknown column, wrong types) are invalid input
@@ -45,7 +50,11 @@ pub fn context(store: &Arc<Store>) -> Result<SessionContext> {
     let config = SessionConfig::new()
         .with_target_partitions(std::thread::available_parallelism().map_or(2, |n| n.get()))
         .with_information_schema(true);
-    let ctx = SessionContext::new_with_config(config);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(SQL_MEMORY_MAX, 1.0)
+        .build_arc()
+        .map_err(error_of)?;
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
     let registry = Arc::new(Registry::load(store));
     let names = store.table_names();
     for name in &names {
