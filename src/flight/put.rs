@@ -191,12 +191,20 @@ fn names_of(col: &ArrayRef) -> Result<Vec<&str>> {
         DataType::Utf8 => (0..n).map(|i| col.as_string::<i32>().value(i)).collect(),
         DataType::LargeUtf8 => (0..n).map(|i| col.as_string::<i64>().value(i)).collect(),
         DataType::Utf8View => (0..n).map(|i| col.as_string_view().value(i)).collect(),
-        DataType::Dictionary(k, v) if matches!(**v, DataType::Utf8) => {
+        DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8) => {
             let d = col.as_any_dictionary();
+            if d.values().is_empty() {
+                // No names: only an empty column is valid (keys index values).
+                return match n {
+                    0 => Ok(Vec::new()),
+                    _ => Err(bad("device: a dictionary without values".into())),
+                };
+            }
             let values = d.values().as_string::<i32>();
-            let keys = d.normalized_keys();
-            let _ = k;
-            keys.iter().map(|&k| values.value(k)).collect()
+            d.normalized_keys()
+                .iter()
+                .map(|&k| values.value(k))
+                .collect()
         }
         t => return Err(bad(format!("device is {t}, use strings (Utf8)"))),
     })
@@ -245,4 +253,39 @@ fn timestamps(batch: &RecordBatch) -> Result<Vec<i64>> {
             ))),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::types::Int8Type;
+    use arrow_array::{DictionaryArray, Int8Array, StringArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn device_names_from_every_string_layout() {
+        let dict: ArrayRef = Arc::new(
+            DictionaryArray::<Int8Type>::try_new(
+                Int8Array::from(vec![1, 0, 1]),
+                Arc::new(StringArray::from(vec!["a", "b"])),
+            )
+            .unwrap(),
+        );
+        assert_eq!(names_of(&dict).unwrap(), ["b", "a", "b"]);
+        let empty: ArrayRef = Arc::new(
+            DictionaryArray::<Int8Type>::try_new(
+                Int8Array::from(Vec::<i8>::new()),
+                Arc::new(StringArray::from(Vec::<&str>::new())),
+            )
+            .unwrap(),
+        );
+        assert!(names_of(&empty).unwrap().is_empty());
+        let plain: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
+        assert_eq!(names_of(&plain).unwrap(), ["x"]);
+        let ints: ArrayRef = Arc::new(Int8Array::from(vec![1]));
+        assert!(names_of(&ints)
+            .unwrap_err()
+            .to_string()
+            .contains("use strings"));
+    }
 }

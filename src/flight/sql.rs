@@ -6,7 +6,7 @@ use super::service::status_of;
 use crate::Store;
 use arrow_array::RecordBatch;
 use arrow_flight::error::FlightError;
-use arrow_flight::sql::{Any, CommandStatementQuery, ProstMessageExt};
+use arrow_flight::sql::{Any, CommandStatementQuery};
 use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -38,7 +38,6 @@ pub fn statement_of(cmd: &[u8]) -> Result<Option<String>, Status> {
     if q.transaction_id.is_some() {
         return Err(Status::unimplemented("transactions are not offered"));
     }
-    let _ = CommandStatementQuery::type_url();
     Ok(Some(q.query))
 }
 
