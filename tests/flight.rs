@@ -132,6 +132,22 @@ fn export(store: &Store) -> Vec<RecordBatch> {
     out
 }
 
+/// A counter of the daemon's `/metrics`.
+fn metric(d: &Daemon, name: &str) -> u64 {
+    let http = d.run.as_ref().unwrap().http_addr.unwrap();
+    let text = ureq::get(&format!("http://{http}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} missing"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 fn regions_with_data(store: &Store) -> usize {
     store
         .regions(TABLE)
@@ -180,6 +196,10 @@ fn endpoints_per_region_cover_the_export() {
         assert_eq!(names, ["device_id", "device", "ts", "f", "b"]);
         assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
     });
+    let sent = d.model.rows.len() as u64 + 10;
+    assert_eq!(metric(&d, "telestore_flight_rows_sent_total"), sent);
+    assert_eq!(metric(&d, "telestore_flight_rejected_total"), 0);
+    assert!(metric(&d, "telestore_flight_calls_total") >= 4);
 }
 
 #[test]
@@ -254,6 +274,12 @@ fn do_put_writes_what_is_read_back() {
         assert!(err.to_string().contains("is missing"), "{err}");
     });
     assert!(d.store.latest(TABLE, 99_999, 1).unwrap().is_empty());
+    assert_eq!(metric(&d, "telestore_flight_rows_written_total"), n as u64);
+    assert_eq!(
+        metric(&d, "telestore_flight_rejected_total"),
+        0,
+        "the refusal came mid-stream"
+    );
 }
 
 /// A batch of the fixture's table: `f` from `fs`, the other fields fixed.
@@ -369,6 +395,14 @@ fn bad_requests_get_clear_errors_and_the_daemon_keeps_serving() {
         let rows: usize = read_all(&mut c, &info).await.iter().flatten().map(|b| b.num_rows()).sum();
         assert_eq!(rows, d.model.rows.len());
     });
+    // The unauthenticated call, 5 bad tickets, 4 bad descriptors; the
+    // read-only DoPut is refused once its stream is read.
+    assert!(metric(&d, "telestore_flight_rejected_total") >= 10);
+    assert_eq!(
+        metric(&d, "telestore_sql_failed_total"),
+        1,
+        "the bad SQL ticket"
+    );
     // pyarrow.flight: parallel DoGet of every endpoint equals the export,
     // endpoints = regions with data, DoPut read back, auth by handshake.
     let Ok(python) = std::env::var("TELESTORE_PYTHON") else {

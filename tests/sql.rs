@@ -330,6 +330,19 @@ fn the_cli_answers_embedded_and_through_the_daemon() {
         }
         other => panic!("{other:?}"),
     }
+    let metrics = ureq::get(&format!("{url}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        metrics.contains("telestore_sql_queries_total 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("telestore_sql_failed_total 1\n"),
+        "{metrics}"
+    );
     srv.stop();
     Arc::try_unwrap(store).ok().unwrap().close().unwrap();
 }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::query::plan::Devices;
 use crate::query::{Kind, Params, Plan, Prepared};
 use crate::server::auth::{authorization_token, Access, Tokens};
+use crate::server::ServerStats;
 use crate::{Durability, Store};
 use arrow_array::RecordBatch;
 use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
@@ -21,6 +22,7 @@ use arrow_ipc::writer::IpcWriteOptions;
 use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tonic::metadata::MetadataMap;
 use tonic::{Request as Req, Response, Status, Streaming};
@@ -34,6 +36,8 @@ const PUT_CHUNK_BYTES: usize = 16 << 20;
 #[derive(Clone)]
 pub struct Service {
     pub store: Arc<Store>,
+    /// The daemon's counters (`/metrics`).
+    pub stats: Arc<ServerStats>,
     pub tokens: Tokens,
     /// Where clients reach this daemon (`grpc+tcp://host:port`), named in
     /// every endpoint; `None`: endpoints name no location ("this service").
@@ -200,8 +204,12 @@ impl Service {
             BATCHES_AHEAD,
         );
         let store = self.store.clone();
+        let stats = self.stats.clone();
         tokio::task::spawn_blocking(move || {
             let res = prepared.run(&store, &mut |b| {
+                stats
+                    .flight_rows_sent
+                    .fetch_add(b.num_rows() as u64, Relaxed);
                 tx.blocking_send(Ok(b))
                     .map_err(|_| Error::invalid("flight", "the client went away"))
             });
@@ -238,23 +246,23 @@ pub fn encode(
 
 type Stream<T> = BoxStream<'static, std::result::Result<T, Status>>;
 
-#[tonic::async_trait]
-impl FlightService for Service {
-    type HandshakeStream = Stream<HandshakeResponse>;
-    type ListFlightsStream = Stream<FlightInfo>;
-    type DoGetStream = Stream<FlightData>;
-    type DoPutStream = Stream<PutResult>;
-    type DoActionStream = Stream<arrow_flight::Result>;
-    type ListActionsStream = Stream<ActionType>;
-    type DoExchangeStream = Stream<FlightData>;
+impl Service {
+    /// Count a call, and its refusal.
+    fn tally<T>(&self, r: std::result::Result<T, Status>) -> std::result::Result<T, Status> {
+        self.stats.flight_calls.fetch_add(1, Relaxed);
+        if r.is_err() {
+            self.stats.flight_rejected.fetch_add(1, Relaxed);
+        }
+        r
+    }
 
     /// Checks the token of the call's `authorization` header (Basic: the
     /// password is the token) and answers with it as a bearer token, which
     /// clients then send on every call.
-    async fn handshake(
+    async fn handshake_call(
         &self,
         request: Req<Streaming<HandshakeRequest>>,
-    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+    ) -> std::result::Result<Response<Stream<HandshakeResponse>>, Status> {
         self.check(request.metadata(), Access::Read)?;
         let token = request
             .metadata()
@@ -277,10 +285,10 @@ impl FlightService for Service {
     }
 
     /// One `FlightInfo` per table (its whole key space), endpoints included.
-    async fn list_flights(
+    async fn list_flights_call(
         &self,
         request: Req<Criteria>,
-    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+    ) -> std::result::Result<Response<Stream<FlightInfo>>, Status> {
         self.check(request.metadata(), Access::Read)?;
         let mut infos = Vec::new();
         for table in self.store.table_names() {
@@ -294,7 +302,7 @@ impl FlightService for Service {
         Ok(Response::new(futures::stream::iter(infos).boxed()))
     }
 
-    async fn get_flight_info(
+    async fn get_flight_info_call(
         &self,
         request: Req<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
@@ -324,16 +332,7 @@ impl FlightService for Service {
         Ok(Response::new(info))
     }
 
-    async fn poll_flight_info(
-        &self,
-        _request: Req<FlightDescriptor>,
-    ) -> std::result::Result<Response<PollInfo>, Status> {
-        Err(Status::unimplemented(
-            "PollFlightInfo: queries are planned at once; use GetFlightInfo",
-        ))
-    }
-
-    async fn get_schema(
+    async fn get_schema_call(
         &self,
         request: Req<FlightDescriptor>,
     ) -> std::result::Result<Response<SchemaResult>, Status> {
@@ -353,10 +352,10 @@ impl FlightService for Service {
         Ok(Response::new(r))
     }
 
-    async fn do_get(
+    async fn do_get_call(
         &self,
         request: Req<arrow_flight::Ticket>,
-    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+    ) -> std::result::Result<Response<Stream<FlightData>>, Status> {
         self.check(request.metadata(), Access::Read)?;
         let ticket = Ticket::parse(&request.into_inner().ticket).map_err(|e| status_of(&e))?;
         let stream = match ticket {
@@ -365,8 +364,20 @@ impl FlightService for Service {
                 self.stream_plan(Prepared::new(&self.store, plan))
             }
             Ticket::Sql(t) => {
-                let (schema, batches) = super::sql::execute(&self.store, &t.sql).await?;
-                encode(schema, batches)
+                let started = super::sql::execute(&self.store, &t.sql).await;
+                let counter = match &started {
+                    Ok(_) => &self.stats.sql_queries,
+                    Err(_) => &self.stats.sql_failed,
+                };
+                counter.fetch_add(1, Relaxed);
+                let (schema, batches) = started?;
+                let stats = self.stats.clone();
+                let counted = batches.inspect_ok(move |b| {
+                    stats
+                        .flight_rows_sent
+                        .fetch_add(b.num_rows() as u64, Relaxed);
+                });
+                encode(schema, counted.boxed())
             }
         };
         Ok(Response::new(stream))
@@ -377,10 +388,10 @@ impl FlightService for Service {
     /// default; one `PutResult` per batch, sent once its rows are
     /// acknowledged, carries `{"rows": n}`. A refused batch ends the call
     /// with an error; the batches acknowledged before it stay written.
-    async fn do_put(
+    async fn do_put_call(
         &self,
         request: Req<Streaming<FlightData>>,
-    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+    ) -> std::result::Result<Response<Stream<PutResult>>, Status> {
         self.check(request.metadata(), Access::Write)?;
         let mut input = request.into_inner().peekable();
         let first = std::pin::Pin::new(&mut input)
@@ -414,6 +425,7 @@ impl FlightService for Service {
             input.map_err(FlightError::from),
         );
         let store = self.store.clone();
+        let stats = self.stats.clone();
         let out = async_stream(move |tx| async move {
             while let Some(b) = batches.next().await {
                 let b = b.map_err(Status::from)?;
@@ -431,6 +443,7 @@ impl FlightService for Service {
                 .await
                 .map_err(|e| Status::internal(e.to_string()))?
                 .map_err(|e| status_of(&e))?;
+                stats.flight_rows_written.fetch_add(n as u64, Relaxed);
                 let meta = serde_json::json!({ "rows": n }).to_string();
                 if tx
                     .send(Ok(PutResult {
@@ -445,6 +458,74 @@ impl FlightService for Service {
             Ok(())
         });
         Ok(Response::new(out))
+    }
+}
+
+#[tonic::async_trait]
+impl FlightService for Service {
+    type HandshakeStream = Stream<HandshakeResponse>;
+    type ListFlightsStream = Stream<FlightInfo>;
+    type DoGetStream = Stream<FlightData>;
+    type DoPutStream = Stream<PutResult>;
+    type DoActionStream = Stream<arrow_flight::Result>;
+    type ListActionsStream = Stream<ActionType>;
+    type DoExchangeStream = Stream<FlightData>;
+
+    async fn handshake(
+        &self,
+        request: Req<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+        let r = self.handshake_call(request).await;
+        self.tally(r)
+    }
+
+    async fn list_flights(
+        &self,
+        request: Req<Criteria>,
+    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+        let r = self.list_flights_call(request).await;
+        self.tally(r)
+    }
+
+    async fn get_flight_info(
+        &self,
+        request: Req<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        let r = self.get_flight_info_call(request).await;
+        self.tally(r)
+    }
+
+    async fn get_schema(
+        &self,
+        request: Req<FlightDescriptor>,
+    ) -> std::result::Result<Response<SchemaResult>, Status> {
+        let r = self.get_schema_call(request).await;
+        self.tally(r)
+    }
+
+    async fn do_get(
+        &self,
+        request: Req<arrow_flight::Ticket>,
+    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+        let r = self.do_get_call(request).await;
+        self.tally(r)
+    }
+
+    async fn do_put(
+        &self,
+        request: Req<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+        let r = self.do_put_call(request).await;
+        self.tally(r)
+    }
+
+    async fn poll_flight_info(
+        &self,
+        _request: Req<FlightDescriptor>,
+    ) -> std::result::Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented(
+            "PollFlightInfo: queries are planned at once; use GetFlightInfo",
+        ))
     }
 
     async fn do_action(

@@ -173,6 +173,32 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
             "Line-protocol requests rejected",
             &stats.http_rejected,
         ),
+        ("flight_calls", "Arrow Flight calls", &stats.flight_calls),
+        (
+            "flight_rejected",
+            "Arrow Flight calls answered with an error status",
+            &stats.flight_rejected,
+        ),
+        (
+            "flight_rows_sent",
+            "Rows sent by Flight DoGet",
+            &stats.flight_rows_sent,
+        ),
+        (
+            "flight_rows_written",
+            "Rows written by Flight DoPut",
+            &stats.flight_rows_written,
+        ),
+        (
+            "sql_queries",
+            "SQL queries answered (HTTP: to the end; Flight: the stream started)",
+            &stats.sql_queries,
+        ),
+        (
+            "sql_failed",
+            "SQL queries refused or failed",
+            &stats.sql_failed,
+        ),
     ];
     for (name, help, v) in http {
         counter(&mut r, name, help, v.load(Relaxed));

@@ -127,6 +127,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
             let bound = l.local_addr().map_err(|e| Error::io("<listener>", e))?;
             let service = crate::flight::service::Service {
                 store: store.clone(),
+                stats: stats.clone(),
                 tokens: cfg.tokens.clone(),
                 location: crate::flight::location_of(bound),
             };

@@ -15,6 +15,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use serde::Deserialize;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,26 +53,36 @@ pub(super) async fn sql(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let refused = |e: Error| {
+        s.stats.sql_failed.fetch_add(1, Relaxed);
+        query_error(&e)
+    };
     let (sql, format) = match request_of(&q, &headers, &body) {
         Ok(r) => r,
-        Err(e) => return query_error(&e),
+        Err(e) => return refused(e),
     };
     let format = match format_of(format.as_deref(), &headers) {
         Ok(f) => f,
-        Err(e) => return query_error(&e),
+        Err(e) => return refused(e),
     };
     let store = s.store.clone();
     let rt = tokio::runtime::Handle::current();
+    let stats = s.stats.clone();
     stream_answer(format, false, move |w| {
-        let printer = crate::sql::run_blocking(
+        let res = crate::sql::run_blocking(
             &rt,
             &store,
             &sql,
             |schema| Printer::new(format, schema, w),
             |p, b| p.write(&b),
-        )?;
-        printer.finish()?;
-        Ok(())
+        )
+        .and_then(|p| p.finish().map(|_| ()));
+        let counter = match res {
+            Ok(()) => &stats.sql_queries,
+            Err(_) => &stats.sql_failed,
+        };
+        counter.fetch_add(1, Relaxed);
+        res
     })
     .await
 }

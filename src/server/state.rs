@@ -117,6 +117,16 @@ pub struct ServerStats {
     pub http_rejected: AtomicU64,
     /// Binary frames, from the payload read to the ack written (seconds).
     pub frame_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Flight calls, and those answered with an error status.
+    pub flight_calls: AtomicU64,
+    pub flight_rejected: AtomicU64,
+    /// Rows `DoGet` sent and `DoPut` wrote.
+    pub flight_rows_sent: AtomicU64,
+    pub flight_rows_written: AtomicU64,
+    /// SQL queries answered (HTTP: to the end; Flight: the stream
+    /// started), and those refused or failed.
+    pub sql_queries: AtomicU64,
+    pub sql_failed: AtomicU64,
 }
 
 impl Default for ServerStats {
@@ -133,6 +143,12 @@ impl Default for ServerStats {
             http_requests: AtomicU64::default(),
             http_rejected: AtomicU64::default(),
             frame_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            flight_calls: AtomicU64::default(),
+            flight_rejected: AtomicU64::default(),
+            flight_rows_sent: AtomicU64::default(),
+            flight_rows_written: AtomicU64::default(),
+            sql_queries: AtomicU64::default(),
+            sql_failed: AtomicU64::default(),
         }
     }
 }
