@@ -202,6 +202,37 @@ fn endpoints_per_region_cover_the_export() {
     assert!(metric(&d, "telestore_flight_calls_total") >= 4);
 }
 
+/// Tickets name key spans: splitting and merging regions between
+/// `GetFlightInfo` and `DoGet` changes no row of the answer.
+#[test]
+fn tickets_survive_splits_and_merges() {
+    let d = daemon(Tokens::default());
+    let rt = rt();
+    let want = rows_of(&export(&d.store));
+    rt.block_on(async {
+        let mut c = client(&d.url, None).await;
+        let info = c
+            .get_flight_info(FlightDescriptor::new_path(vec![TABLE.into()]))
+            .await
+            .unwrap();
+        let before = d.store.regions(TABLE).unwrap().len();
+        for r in d.store.regions(TABLE).unwrap() {
+            if r.size_bytes > 0 {
+                d.store.split_region(TABLE, r.id, None).unwrap();
+            }
+        }
+        let first = d.store.regions(TABLE).unwrap()[0].id;
+        d.store.merge_regions(TABLE, first).unwrap();
+        assert_ne!(d.store.regions(TABLE).unwrap().len(), before);
+        let got: Vec<RecordBatch> = read_all(&mut c, &info)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(rows_of(&got), want);
+    });
+}
+
 #[test]
 fn do_put_writes_what_is_read_back() {
     let d = daemon(Tokens::default());
