@@ -47,8 +47,9 @@ pub struct ServeArgs {
     #[arg(long, env = "TELESTORE_FLIGHT_LISTEN", value_name = "ADDR|off")]
     flight_listen: Option<String>,
     /// A read-write token every client must present: binary-protocol
-    /// handshakes, and every HTTP route but /health (and /metrics, see
-    /// --metrics-public), sent as `Authorization: Token T`, `Bearer T`,
+    /// handshakes, Flight calls (`authorization: Bearer T`), and every
+    /// HTTP route but /health (and /metrics, see --metrics-public), sent
+    /// as `Authorization: Token T`, `Bearer T`,
     /// basic auth with T as the password, or v1's `?u=…&p=T`. Prefer
     /// --token-file: a flag shows in `ps` [default: none required].
     #[arg(long, env = "TELESTORE_TOKEN")]
