@@ -421,17 +421,14 @@ impl Store {
         from: i64,
         to: i64,
         fields: &[usize],
-        mut visit: impl FnMut(Piece<'_>) -> bool,
+        visit: impl FnMut(Piece<'_>) -> bool,
     ) -> Result<ReadStats> {
+        if device.is_some() {
+            return self.scan_pieces_in(table, &KeySpan::ALL, device, from, to, fields, visit);
+        }
         let t = self.range_table(table, from, to)?;
         let slots = slots_of(&t.schema, fields)?;
-        match device {
-            Some(d) => {
-                let q = Self::device_query(d, from, to);
-                self.run_pieces(&t, &q, &slots, &mut visit)
-            }
-            None => parallel::scan(self, &t, &whole_table(from, to), Some(slots), visit),
-        }
+        parallel::scan(self, &t, &whole_table(from, to), Some(slots), visit)
     }
 }
 

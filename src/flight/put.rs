@@ -47,7 +47,8 @@ pub fn rows_of(store: &Store, schema: &TableSchema, batch: &RecordBatch) -> Resu
         row[8..16].copy_from_slice(&ts[i].to_le_bytes());
     }
     for (fi, field) in schema.fields.iter().enumerate() {
-        let col = column(batch, &field.name)?
+        let col = batch
+            .column_by_name(&field.name)
             .ok_or_else(|| bad(format!("field {:?} is missing", field.name)))?;
         let want = arrow_type(field.ty);
         if col.data_type() != &want {
@@ -62,10 +63,6 @@ pub fn rows_of(store: &Store, schema: &TableSchema, batch: &RecordBatch) -> Resu
         fill(&mut out, width, at, field.ty, col);
     }
     Ok(out)
-}
-
-fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<Option<&'a ArrayRef>> {
-    Ok(batch.schema().index_of(name).ok().map(|i| batch.column(i)))
 }
 
 fn no_nulls(name: &str, col: &ArrayRef) -> Result<()> {
@@ -153,7 +150,7 @@ fn fill(out: &mut [u8], width: usize, at: usize, ty: FieldType, col: &ArrayRef) 
 
 /// The device id of every row.
 fn device_ids(store: &Store, batch: &RecordBatch) -> Result<Vec<u64>> {
-    if let Some(col) = column(batch, "device_id")? {
+    if let Some(col) = batch.column_by_name("device_id") {
         no_nulls("device_id", col)?;
         return match col.data_type() {
             DataType::UInt64 => Ok(col.as_primitive::<UInt64Type>().values().to_vec()),
@@ -166,7 +163,8 @@ fn device_ids(store: &Store, batch: &RecordBatch) -> Result<Vec<u64>> {
             t => Err(bad(format!("device_id is {t}, use UInt64"))),
         };
     }
-    let col = column(batch, "device")?
+    let col = batch
+        .column_by_name("device")
         .ok_or_else(|| bad("neither device_id nor device is given".into()))?;
     no_nulls("device", col)?;
     let names = names_of(col)?;
@@ -212,7 +210,9 @@ fn names_of(col: &ArrayRef) -> Result<Vec<&str>> {
 
 /// The `ts` of every row in epoch ms.
 fn timestamps(batch: &RecordBatch) -> Result<Vec<i64>> {
-    let col = column(batch, "ts")?.ok_or_else(|| bad("column \"ts\" is missing".into()))?;
+    let col = batch
+        .column_by_name("ts")
+        .ok_or_else(|| bad("column \"ts\" is missing".into()))?;
     no_nulls("ts", col)?;
     let per_ms: i64 = match col.data_type() {
         DataType::Timestamp(TimeUnit::Second, _) => {

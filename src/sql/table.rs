@@ -245,18 +245,21 @@ impl TableProvider for SqlTable {
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        Ok(Arc::new(ScanExec {
-            store: self.store.clone(),
+        let out = Arc::new(Projector {
             table: self.table.clone(),
             registry: self.registry.clone(),
             tag_columns: self.tag_columns.clone(),
             projection,
+            schema: out_schema,
+        });
+        Ok(Arc::new(ScanExec {
+            store: self.store.clone(),
+            out,
             fields,
             devices,
             window: (from, to),
             spans,
             limit,
-            schema: out_schema,
             props: Arc::new(props),
         }))
     }
@@ -277,27 +280,29 @@ impl fmt::Debug for ScanExec {
 /// The scan of one table: one partition per key span.
 pub struct ScanExec {
     store: Arc<Store>,
-    table: TableSchema,
-    registry: Arc<Registry>,
-    tag_columns: Vec<usize>,
-    /// Columns of the table's SQL schema, in output order.
-    projection: Vec<usize>,
+    /// What turns read batches into output batches (shared with the
+    /// partitions' threads).
+    out: Arc<Projector>,
     /// Table fields read.
     fields: Vec<usize>,
     devices: Devices,
     window: (i64, i64),
     spans: Vec<KeySpan>,
     limit: Option<usize>,
-    schema: SchemaRef,
     props: Arc<PlanProperties>,
 }
 
-impl ScanExec {
-    /// Regions (key spans) the scan reads.
-    pub fn regions(&self) -> usize {
-        self.spans.len()
-    }
+/// The output columns of a scan.
+struct Projector {
+    table: TableSchema,
+    registry: Arc<Registry>,
+    tag_columns: Vec<usize>,
+    /// Columns of the table's SQL schema, in output order.
+    projection: Vec<usize>,
+    schema: SchemaRef,
+}
 
+impl Projector {
     /// The output columns of one batch of the plan's rows.
     fn project(&self, b: &RecordBatch) -> DfResult<RecordBatch> {
         let n = b.num_rows();
@@ -349,14 +354,15 @@ impl DisplayAs for ScanExec {
             }
         };
         let names: Vec<&str> = self
+            .out
             .projection
             .iter()
-            .map(|&i| self.schema_name(i))
+            .map(|&i| self.out.schema_name(i))
             .collect();
         write!(
             f,
             "TelestoreScan: table={}, regions={}, devices={}, window=[{}, {}), columns=[{}]",
-            self.table.name,
+            self.out.table.name,
             self.spans.len(),
             devices,
             show(self.window.0, i64::MIN),
@@ -370,7 +376,7 @@ impl DisplayAs for ScanExec {
     }
 }
 
-impl ScanExec {
+impl Projector {
     fn schema_name(&self, i: usize) -> &str {
         let n_fields = self.table.fields.len();
         match i {
@@ -415,63 +421,31 @@ impl ExecutionPlan for ScanExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
+        let mut builder = RecordBatchReceiverStream::builder(self.out.schema.clone(), 2);
         let Some(span) = self.spans.get(partition).copied() else {
             return Ok(builder.build());
         };
         let mut plan = Plan::scan(
-            self.table.clone(),
+            self.out.table.clone(),
             self.devices.clone(),
             self.window,
             self.fields.clone(),
             span,
         );
         plan.limit = self.limit.map(|l| l as u64);
-        let me = ScanPart {
-            exec: self.clone_for_partition(),
-            plan,
-        };
-        let tx = builder.tx();
+        let (store, out, tx) = (self.store.clone(), self.out.clone(), builder.tx());
         builder.spawn_blocking(move || {
-            let store = me.exec.store.clone();
-            let prepared = Prepared::new(&store, me.plan);
-            prepared
+            Prepared::new(&store, plan)
                 .run(&store, &mut |b| {
-                    let out = me
-                        .exec
+                    let b = out
                         .project(&b)
                         .map_err(|e| crate::Error::invalid("sql", e.to_string()))?;
-                    tx.blocking_send(Ok(out))
+                    tx.blocking_send(Ok(b))
                         .map_err(|_| crate::Error::invalid("sql", "the query was cancelled"))
                 })
                 .map(|_| ())
                 .map_err(|e| DataFusionError::External(Box::new(e)))
         });
         Ok(builder.build())
-    }
-}
-
-/// What one partition's thread needs.
-struct ScanPart {
-    exec: Arc<ScanExec>,
-    plan: Plan,
-}
-
-impl ScanExec {
-    fn clone_for_partition(&self) -> Arc<ScanExec> {
-        Arc::new(ScanExec {
-            store: self.store.clone(),
-            table: self.table.clone(),
-            registry: self.registry.clone(),
-            tag_columns: self.tag_columns.clone(),
-            projection: self.projection.clone(),
-            fields: self.fields.clone(),
-            devices: self.devices.clone(),
-            window: self.window,
-            spans: Vec::new(),
-            limit: self.limit,
-            schema: self.schema.clone(),
-            props: self.props.clone(),
-        })
     }
 }
