@@ -19,6 +19,7 @@ pub mod io;
 pub mod key;
 pub mod manifest;
 pub mod memstore;
+pub mod mqtt;
 pub mod query;
 pub mod read;
 pub mod region;

@@ -74,6 +74,17 @@ pub struct LoadArgs {
     /// and registered by the daemon).
     #[arg(long)]
     line_protocol: bool,
+    /// Publish to this MQTT broker (mqtt://host:port) instead, for a
+    /// daemon subscribed to it (`serve --mqtt URL`); the load waits until
+    /// the daemon has acknowledged every message (read from --http's
+    /// /metrics), so the rate is end to end.
+    #[arg(long, value_name = "URL")]
+    mqtt: Option<String>,
+    /// With --mqtt: `line` publishes each batch as one line-protocol
+    /// message on telestore/TABLE; `json` publishes each reading as one
+    /// JSON object on telestore/TABLE/truck-N.
+    #[arg(long, value_enum, default_value = "line")]
+    mqtt_format: super::load_mqtt::MqttFormat,
     /// Target rows per second over all connections (0: as fast as the
     /// daemon acknowledges). Use it to measure latency below saturation.
     #[arg(long, default_value_t = 0)]
@@ -99,11 +110,12 @@ fn ensure_table(a: &LoadArgs) {
     }
 }
 
-struct Totals {
-    rows: u64,
-    frames: u64,
-    busy_retries: u64,
-    latency: Histogram<u64>,
+pub(super) struct Totals {
+    pub rows: u64,
+    /// Frames, requests or MQTT messages.
+    pub frames: u64,
+    pub busy_retries: u64,
+    pub latency: Histogram<u64>,
 }
 
 pub fn run(a: LoadArgs) -> Result<()> {
@@ -130,8 +142,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
         a.interval,
         a.duration,
         a.table,
-        if a.line_protocol { &a.http } else { &a.addr },
-        if a.line_protocol { "line protocol" } else { "binary" },
+        target(&a).0,
+        target(&a).1,
         a.connections,
         a.batch,
         durability.name()
@@ -141,6 +153,10 @@ pub fn run(a: LoadArgs) -> Result<()> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} rows {per_sec} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let acked_before = match &a.mqtt {
+        Some(_) => super::load_mqtt::daemon_acked(&a.http, &a.token)?,
+        None => 0,
+    };
     let a = Arc::new(a);
     let t0 = Instant::now();
     let handles: Vec<_> = (0..a.connections)
@@ -165,6 +181,10 @@ pub fn run(a: LoadArgs) -> Result<()> {
         tot.latency.add(&t.latency)?;
     }
     bar.finish_and_clear();
+    if a.mqtt.is_some() {
+        let stall = Duration::from_secs(30);
+        super::load_mqtt::wait_daemon(&a.http, &a.token, acked_before, tot.frames, stall)?;
+    }
     let secs = t0.elapsed().as_secs_f64();
     let q = |p: f64| tot.latency.value_at_quantile(p) as f64 / 1000.0;
     println!(
@@ -174,6 +194,10 @@ pub fn run(a: LoadArgs) -> Result<()> {
         tot.rows as f64 / secs,
         tot.busy_retries
     );
+    if a.mqtt.is_some() {
+        println!("every message acknowledged by the broker and made durable by the daemon");
+        return Ok(());
+    }
     println!(
         "ack latency: p50 {:.2} ms, p99 {:.2} ms, p999 {:.2} ms, max {:.2} ms",
         q(0.5),
@@ -182,6 +206,18 @@ pub fn run(a: LoadArgs) -> Result<()> {
         tot.latency.max() as f64 / 1000.0
     );
     Ok(())
+}
+
+/// Where the load goes and how, for the opening line.
+fn target(a: &LoadArgs) -> (&str, String) {
+    match (&a.mqtt, a.line_protocol) {
+        (Some(url), _) => (
+            url,
+            format!("MQTT, {:?} messages", a.mqtt_format).to_lowercase(),
+        ),
+        (None, true) => (&a.http, "line protocol".into()),
+        (None, false) => (&a.addr, "binary".into()),
+    }
 }
 
 /// One connection: its trucks (`truck % connections == c`), round by
@@ -194,7 +230,9 @@ fn connection(
     d: Durability,
     bar: &ProgressBar,
 ) -> Result<Totals> {
-    let mut sink = if a.line_protocol {
+    let mut sink = if let Some(url) = &a.mqtt {
+        Sink::Mqtt(super::load_mqtt::MqttSink::new(url, a.mqtt_format, c)?)
+    } else if a.line_protocol {
         Sink::Http(HttpSink::new(a, d))
     } else {
         let client = Client::connect(a.addr.as_str(), &a.table, d, &a.token)
@@ -235,6 +273,7 @@ fn connection(
                 match &mut sink {
                     Sink::Binary(b) => b.send(rows)?,
                     Sink::Http(h) => h.post(&a.table, &rows, &mut t, bar)?,
+                    Sink::Mqtt(m) => m.post(&a.table, &rows, &mut t, bar)?,
                 }
             }
         }
@@ -254,6 +293,12 @@ fn connection(
             if !buf.is_empty() {
                 h.post(&a.table, &buf, &mut t, bar)?;
             }
+        }
+        Sink::Mqtt(mut m) => {
+            if !buf.is_empty() {
+                m.post(&a.table, &buf, &mut t, bar)?;
+            }
+            m.finish()?;
         }
     }
     Ok(t)
@@ -276,6 +321,7 @@ type Pending = Arc<Mutex<VecDeque<(u64, Vec<u8>, Instant)>>>;
 enum Sink {
     Binary(BinarySink),
     Http(HttpSink),
+    Mqtt(super::load_mqtt::MqttSink),
 }
 
 /// Binary frames: this thread sends, a second one reads the acks as they
@@ -426,20 +472,8 @@ impl HttpSink {
     /// Turn fixed-width rows back into lines (tagged with a TSBS-style
     /// fleet) and POST them.
     fn post(&mut self, table: &str, rows: &[u8], t: &mut Totals, bar: &ProgressBar) -> Result<()> {
-        use std::fmt::Write as _;
         self.text.clear();
-        for r in rows.chunks_exact(72) {
-            let dev = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
-            let ts = i64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
-            let fleet = FLEETS[(dev % FLEETS.len() as u64) as usize];
-            let _ = write!(self.text, "{table},device=truck-{dev},fleet={fleet} ");
-            for (i, name) in READINGS_FIELDS.iter().enumerate() {
-                let v = f64::from_le_bytes(r[16 + i * 8..24 + i * 8].try_into().expect("8 bytes"));
-                let sep = if i == 0 { "" } else { "," };
-                let _ = write!(self.text, "{sep}{name}={v}");
-            }
-            let _ = writeln!(self.text, " {ts}");
-        }
+        lines(&mut self.text, table, rows, "");
         let n = (rows.len() / 72) as u64;
         loop {
             let t0 = Instant::now();
@@ -464,5 +498,24 @@ impl HttpSink {
                 Err(e) => bail!("posting to {}: {e}", self.url),
             }
         }
+    }
+}
+
+/// Fixed-width readings rows as line protocol (devices truck-N, tagged
+/// with a TSBS-style fleet); `ts_suffix` turns milliseconds into the
+/// precision the receiver expects ("000000": nanoseconds).
+pub(super) fn lines(text: &mut String, table: &str, rows: &[u8], ts_suffix: &str) {
+    use std::fmt::Write as _;
+    for r in rows.chunks_exact(72) {
+        let dev = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
+        let ts = i64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
+        let fleet = FLEETS[(dev % FLEETS.len() as u64) as usize];
+        let _ = write!(text, "{table},device=truck-{dev},fleet={fleet} ");
+        for (i, name) in READINGS_FIELDS.iter().enumerate() {
+            let v = f64::from_le_bytes(r[16 + i * 8..24 + i * 8].try_into().expect("8 bytes"));
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(text, "{sep}{name}={v}");
+        }
+        let _ = writeln!(text, " {ts}{ts_suffix}");
     }
 }

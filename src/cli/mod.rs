@@ -11,6 +11,7 @@ mod export;
 mod flush;
 mod keydesign;
 mod load;
+mod load_mqtt;
 mod query;
 mod regions;
 mod serve;

@@ -16,6 +16,7 @@ use telestore::{Options, Store};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML file with any of: dir, listen, http_listen, flight_listen,
+    /// a [mqtt] table,
     /// token, token_file,
     /// metrics_public, max_inflight_mib, device_tag, background_nice,
     /// wal_syncs_in_flight, direct_hfile_writes, flush_threshold_mib,
@@ -46,6 +47,17 @@ pub struct ServeArgs {
     /// `off` [default: 127.0.0.1:7072].
     #[arg(long, env = "TELESTORE_FLIGHT_LISTEN", value_name = "ADDR|off")]
     flight_listen: Option<String>,
+    /// Subscribe to this MQTT broker (mqtt://host:port) and write what
+    /// devices publish there, at least once: QoS 1, a persistent session,
+    /// each message acknowledged only once its rows are fsynced. Default
+    /// subscriptions: telestore/+/+ with JSON objects (topic
+    /// telestore/TABLE/DEVICE) and telestore/+ with line protocol. The
+    /// config file's [mqtt] table sets url, client_id, username, password,
+    /// dead_letter and [[mqtt.subscriptions]] (topic, format =
+    /// line|json|row, qos, map = "PREFIX/{table}/{device}", table): see
+    /// the README's "MQTT ingest" [default: none].
+    #[arg(long, env = "TELESTORE_MQTT", value_name = "URL")]
+    mqtt: Option<String>,
     /// A read-write token every client must present: binary-protocol
     /// handshakes, Flight calls (`authorization: Bearer T`), and every
     /// HTTP route but /health (and /metrics, see --metrics-public), sent
@@ -143,6 +155,7 @@ struct ServeFile {
     listen: Option<SocketAddr>,
     http_listen: Option<SocketAddr>,
     flight_listen: Option<String>,
+    mqtt: Option<telestore::mqtt::MqttConfig>,
     token: Option<String>,
     token_file: Option<PathBuf>,
     metrics_public: Option<bool>,
@@ -209,6 +222,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_inflight_bytes: a.max_inflight_mib.or(f.max_inflight_mib).unwrap_or(32) << 20,
         http_listen: Some(http),
         flight_listen: flight,
+        mqtt: match (a.mqtt, f.mqtt) {
+            (Some(url), Some(file)) => Some(telestore::mqtt::MqttConfig { url, ..file }),
+            (Some(url), None) => Some(telestore::mqtt::MqttConfig::new(&url)),
+            (None, file) => file,
+        },
         device_tag: a
             .device_tag
             .or(f.device_tag)

@@ -17,8 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub(super) async fn health(State(s): State<HttpState>) -> Response {
     match s.store.health() {
-        Ok(()) => Json(serde_json::json!({ "status": "ok", "tables": s.store.table_names() }))
-            .into_response(),
+        Ok(()) => {
+            let mut body = serde_json::json!({ "status": "ok", "tables": s.store.table_names() });
+            if let Some(m) = s.stats.mqtt.health() {
+                body["mqtt"] = m;
+            }
+            Json(body).into_response()
+        }
         Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
@@ -199,6 +204,32 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
             "SQL queries refused or failed",
             &stats.sql_failed,
         ),
+        ("mqtt_messages", "MQTT messages taken", &stats.mqtt.messages),
+        (
+            "mqtt_rows",
+            "Rows written from MQTT messages",
+            &stats.mqtt.rows,
+        ),
+        (
+            "mqtt_acked",
+            "MQTT messages acknowledged to the broker (after their rows were durable)",
+            &stats.mqtt.acked,
+        ),
+        (
+            "mqtt_redeliveries",
+            "MQTT messages that came again (DUP flag)",
+            &stats.mqtt.redeliveries,
+        ),
+        (
+            "mqtt_reconnects",
+            "MQTT connection losses (each followed by a retry)",
+            &stats.mqtt.reconnects,
+        ),
+        (
+            "mqtt_dead_letters",
+            "Refused MQTT payloads republished to the dead-letter topic",
+            &stats.mqtt.dead_letters,
+        ),
     ];
     for (name, help, v) in http {
         counter(&mut r, name, help, v.load(Relaxed));
@@ -215,6 +246,7 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Ingest connections accepted",
         stats.connections_total.load(Relaxed),
     );
+    mqtt_metrics(&mut r, store, &stats.mqtt);
     let rejected = Family::<Labels, Counter>::default();
     for c in 1..=12u16 {
         if let Some(code) = ErrorCode::from_u16(c) {
@@ -409,4 +441,32 @@ pub fn classic_text(open_metrics: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The MQTT subscriber's refused payloads by reason and its state.
+fn mqtt_metrics(r: &mut Registry, store: &Store, m: &crate::mqtt::Stats) {
+    let bad = Family::<Labels, Counter>::default();
+    for why in crate::mqtt::payload::Bad::ALL {
+        bad.get_or_create(&vec![("reason".into(), why.name().into())])
+            .inc_by(m.bad[why as usize].load(Relaxed));
+    }
+    r.register("mqtt_bad_payloads", "MQTT payloads refused, by reason", bad);
+    gauge(
+        r,
+        "mqtt_connected",
+        "1 while the MQTT subscriber is connected",
+        f64::from(u8::from(m.connected.load(Relaxed))),
+    );
+    gauge(
+        r,
+        "mqtt_pending_messages",
+        "MQTT messages taken and not yet durable (so not yet acknowledged)",
+        m.pending.load(Relaxed) as f64,
+    );
+    gauge(
+        r,
+        "mqtt_lag_seconds",
+        "Age of the oldest MQTT message taken and not yet durable (0: none)",
+        m.lag_seconds(store.now_ms()),
+    );
 }

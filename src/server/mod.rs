@@ -144,6 +144,16 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
         }
         None => None,
     };
+    if let Some(m) = cfg.mqtt.clone() {
+        m.validate()?;
+        let (store, stats, stop) = (store.clone(), stats.mqtt.clone(), rx.clone());
+        let tag: std::sync::Arc<str> = std::sync::Arc::from(cfg.device_tag.as_str());
+        rt.spawn(async move {
+            if let Err(e) = crate::mqtt::run(store, m, stats, tag, stop).await {
+                tracing::error!("mqtt subscriber stopped: {e}");
+            }
+        });
+    }
     let st = stats.clone();
     let thread = std::thread::Builder::new()
         .name("telestore-ingest".into())

@@ -50,6 +50,8 @@ pub struct ServerConfig {
     pub device_tag: String,
     /// Where the Arrow Flight service listens (`None`: no Flight).
     pub flight_listen: Option<SocketAddr>,
+    /// The MQTT broker to subscribe to (`None`: no MQTT).
+    pub mqtt: Option<crate::mqtt::MqttConfig>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +65,7 @@ impl Default for ServerConfig {
             http_listen: None,
             device_tag: "device".into(),
             flight_listen: None,
+            mqtt: None,
         }
     }
 }
@@ -127,6 +130,8 @@ pub struct ServerStats {
     /// started), and those refused or failed.
     pub sql_queries: AtomicU64,
     pub sql_failed: AtomicU64,
+    /// The MQTT subscriber's counters and state.
+    pub mqtt: Arc<crate::mqtt::Stats>,
 }
 
 impl Default for ServerStats {
@@ -149,6 +154,7 @@ impl Default for ServerStats {
             flight_rows_written: AtomicU64::default(),
             sql_queries: AtomicU64::default(),
             sql_failed: AtomicU64::default(),
+            mqtt: Arc::default(),
         }
     }
 }

@@ -1,0 +1,96 @@
+//! The daemon as a durable MQTT subscriber (`serve --mqtt URL`): readings
+//! from the broker devices publish to, at least once.
+//!
+//! One client (rumqttc) with a persistent session (`clean_session =
+//! false`) and manual acknowledgements subscribes at QoS 1 (`session`).
+//! Messages are gathered into batches (by count, bytes and a short delay);
+//! a batch is written, made durable with one WAL fsync, and only then
+//! PUBACKed, in order. A `kill -9` before the fsync loses only messages
+//! not acknowledged, which the broker delivers again to the same session;
+//! a message that comes again rewrites the same keys (last write wins).
+//! A payload that cannot be read (`payload`) is counted by reason, logged,
+//! republished to the dead-letter topic if one is set, and acknowledged
+//! (it would fail again); it never stops the subscriber. When the store is
+//! busy the subscriber waits and retries, and reads nothing from the
+//! broker meanwhile. A lost connection is retried with backoff.
+
+pub mod config;
+pub mod payload;
+mod session;
+
+pub use config::{MqttConfig, Subscription};
+pub use session::run;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Most messages in one batch (one fsync).
+pub const BATCH_MESSAGES: usize = 4096;
+/// Most payload bytes in one batch.
+pub const BATCH_BYTES: usize = 16 << 20;
+/// How long the first message of a batch waits for others before the
+/// batch is made durable.
+pub const BATCH_DELAY: Duration = Duration::from_millis(2);
+/// Longest wait between reconnection attempts.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Largest MQTT packet taken.
+pub const PACKET_MAX: usize = 64 << 20;
+
+/// What the subscriber did, for `/metrics` and `/health`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// The broker URL, set when a subscriber runs.
+    pub broker: std::sync::OnceLock<String>,
+    pub connected: AtomicBool,
+    /// Messages taken, rows written from them, messages acknowledged.
+    pub messages: AtomicU64,
+    pub rows: AtomicU64,
+    pub acked: AtomicU64,
+    /// Messages that came again (DUP flag set by the broker).
+    pub redeliveries: AtomicU64,
+    /// Connection losses (each followed by a retry).
+    pub reconnects: AtomicU64,
+    /// Refused payloads by reason (index = [`payload::Bad`]), and those
+    /// republished to the dead-letter topic.
+    pub bad: [AtomicU64; 4],
+    pub dead_letters: AtomicU64,
+    /// Messages taken and not yet durable, and when the oldest of them
+    /// arrived (Unix ms, 0: none).
+    pub pending: AtomicU64,
+    pub oldest_pending_ms: AtomicI64,
+    /// Why the last connection attempt or the subscriber failed.
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl Stats {
+    /// `/health`'s `mqtt` member; `None` without a subscriber.
+    pub fn health(&self) -> Option<serde_json::Value> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let broker = self.broker.get()?;
+        let err = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        Some(serde_json::json!({
+            "broker": broker,
+            "connected": self.connected.load(Relaxed),
+            "messages": self.messages.load(Relaxed),
+            "pending": self.pending.load(Relaxed),
+            "last_error": *err,
+        }))
+    }
+
+    /// Seconds since the oldest message not yet durable arrived (0: none).
+    pub fn lag_seconds(&self, now_ms: i64) -> f64 {
+        let t = self
+            .oldest_pending_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if t == 0 {
+            0.0
+        } else {
+            (now_ms - t).max(0) as f64 / 1000.0
+        }
+    }
+
+    fn set_error(&self, e: String) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+}
