@@ -231,13 +231,17 @@ fn every_payload_format_through_mosquitto() {
                     qos: 0,
                     ..sub("q0/+/+", Format::Json, None, None)
                 },
-                // A site's own layout: the device in the middle, the table fixed.
-                sub(
-                    "site/+/+/reading",
-                    Format::Json,
-                    Some("site/+/{device}/reading"),
-                    Some("meters"),
-                ),
+                // A site's own layout: the device in the middle, the table
+                // fixed; acknowledged once written (async), not fsynced.
+                Subscription {
+                    durability: Some("async".into()),
+                    ..sub(
+                        "site/+/+/reading",
+                        Format::Json,
+                        Some("site/+/{device}/reading"),
+                        Some("meters"),
+                    )
+                },
             ],
             client_id: "telestore-test".into(),
             dead_letter: Some("dead/letters".into()),

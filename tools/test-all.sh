@@ -23,21 +23,34 @@ else
   echo "python3 not found: the Python compatibility tests (influxdb-client, pyarrow, duckdb) will be skipped"
 fi
 
-# The console's browser test (tests/console.rs) drives Debian's Chromium
-# through ChromeDriver; install them where apt-get and root are at hand
-# (the test is skipped, and says so, where they are missing).
-if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+# apt_install WHAT PACKAGE...: install Debian packages where apt-get and
+# root are at hand; elsewhere the tests needing them are skipped and say so.
+apt_install() {
+  what=$1; shift
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    step "apt-get install chromium chromium-driver (the console's browser test)"
-    log=target/apt-chromium.log
+    step "apt-get install $* ($what)"
+    log=target/apt-$1.log
     mkdir -p target
-    if ! { apt-get install -y -q chromium chromium-driver >"$log" 2>&1 ||
-           { apt-get update -q >>"$log" 2>&1 && apt-get install -y -q chromium chromium-driver >>"$log" 2>&1; }; }; then
-      echo "could not install chromium (see $log): the browser test will be skipped"
+    if ! { apt-get install -y -q "$@" >"$log" 2>&1 ||
+           { apt-get update -q >>"$log" 2>&1 && apt-get install -y -q "$@" >>"$log" 2>&1; }; }; then
+      echo "could not install $* (see $log): $what will be skipped"
     fi
   else
-    echo "chromium/chromedriver missing and not installable here: the browser test will be skipped"
+    echo "$* missing and not installable here: $what will be skipped"
   fi
+}
+
+# The console's browser test (tests/console.rs) drives Debian's Chromium
+# through ChromeDriver.
+if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+  apt_install "the console's browser test" chromium chromium-driver
+fi
+
+# The MQTT tests (tests/mqtt.rs) start Debian's Mosquitto broker and
+# publish with its mosquitto_pub.
+if ! { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 ||
+   ! command -v mosquitto_pub >/dev/null 2>&1; then
+  apt_install "the MQTT tests" mosquitto mosquitto-clients
 fi
 
 step "cargo fmt --check"

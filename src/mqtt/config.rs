@@ -51,6 +51,11 @@ pub struct Subscription {
     /// `{table}` level).
     #[serde(default)]
     pub table: Option<String>,
+    /// When a message is acknowledged: `sync` (the default: once its rows
+    /// are fsynced) or `async` (once they are written; a power loss may
+    /// lose acknowledged messages, a kill -9 does not).
+    #[serde(default)]
+    pub durability: Option<String>,
 }
 
 fn qos_default() -> u8 {
@@ -137,7 +142,14 @@ impl Subscription {
             qos: 1,
             map: None,
             table: None,
+            durability: None,
         }
+    }
+
+    /// Whether a batch holding a message of this subscription must be
+    /// fsynced before it is acknowledged.
+    pub fn sync(&self) -> bool {
+        self.durability.as_deref() != Some("async")
     }
 
     fn check(&self) -> std::result::Result<(), String> {
@@ -146,6 +158,13 @@ impl Subscription {
         }
         if self.qos > 1 {
             return Err(format!("qos {} (0 or 1)", self.qos));
+        }
+        if let Some(d) = self
+            .durability
+            .as_deref()
+            .filter(|d| !["sync", "async"].contains(d))
+        {
+            return Err(format!("durability {d:?} (sync or async)"));
         }
         if let Some(m) = &self.map {
             let levels = Mapping::parse(m)?;

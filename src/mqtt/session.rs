@@ -7,7 +7,7 @@
 //! with `try_*` between polls, in order.
 
 use super::config::{MqttConfig, Subscription};
-use super::payload::{self, Bad, Decoded};
+use super::payload::{self, Bad, Decoded, Format};
 use super::{Stats, BACKOFF_MAX, BATCH_BYTES, BATCH_DELAY, BATCH_MESSAGES, PACKET_MAX};
 use crate::error::{Error, Result};
 use crate::ingest::lineproto;
@@ -35,6 +35,8 @@ struct Batch {
     tables: BTreeMap<String, (Vec<u8>, u64)>,
     bytes: usize,
     since: Option<Instant>,
+    /// A message of a `sync` subscription is in the batch.
+    sync: bool,
 }
 
 struct Session {
@@ -45,8 +47,21 @@ struct Session {
     device_tag: Arc<str>,
     dead_letter: Option<String>,
     batch: Batch,
+    /// Messages taken and not yet applied, oldest first.
+    decoding: VecDeque<(Publish, Taken)>,
     out: VecDeque<Out>,
 }
+
+type Decoding = std::result::Result<Decoded, (Bad, Error)>;
+
+/// A message's payload, read or being read.
+enum Taken {
+    Ready(Decoding),
+    Running(tokio::task::JoinHandle<Decoding>),
+}
+
+/// Line-protocol messages parsed at once, ahead of being applied.
+const DECODE_AHEAD: usize = 8;
 
 /// Run the subscriber until `stop` changes. Returns an error only when
 /// the store fails (an I/O error, a stopped write path): then nothing
@@ -77,6 +92,7 @@ pub async fn run(
         device_tag,
         dead_letter: cfg.dead_letter.clone(),
         batch: Batch::default(),
+        decoding: VecDeque::new(),
         out: VecDeque::new(),
     };
     let res = s.run(&cfg.url, &mut events, &mut stop).await;
@@ -136,6 +152,7 @@ impl Session {
         self.stats.set_error(why);
         self.stats.reconnects.fetch_add(1, Relaxed);
         self.batch = Batch::default();
+        self.decoding.clear();
         self.set_pending();
         self.out.retain(|o| !matches!(o, Out::Ack(_)));
     }
@@ -160,25 +177,64 @@ impl Session {
         }
     }
 
-    /// Take one message into the batch: line protocol is written now
-    /// (without waiting for the fsync), other rows at the batch's commit.
+    /// Take one message: line protocol is parsed on a blocking thread
+    /// (up to [`DECODE_AHEAD`] messages at once), the rest here; messages
+    /// are then applied in the order they came ([`Session::settle_one`]).
     async fn take(&mut self, p: Publish) -> Result<()> {
         self.stats.messages.fetch_add(1, Relaxed);
         if p.dup {
             self.stats.redeliveries.fetch_add(1, Relaxed);
         }
-        let decoded = match self
+        if self.batch.since.is_none() {
+            self.batch.since = Some(Instant::now());
+            let ms = self.store.now_ms();
+            self.stats.oldest_pending_ms.store(ms, Relaxed);
+        }
+        let sub = self
             .subs
             .iter()
-            .find(|s| rumqttc::matches(&p.topic, &s.topic))
-        {
-            Some(sub) => tokio::task::block_in_place(|| {
+            .find(|s| rumqttc::matches(&p.topic, &s.topic));
+        self.batch.sync |= sub.is_none_or(Subscription::sync);
+        let taken = match sub {
+            Some(sub) if sub.format == Format::Line => {
+                let (store, sub, tag) = (self.store.clone(), sub.clone(), self.device_tag.clone());
+                let (topic, payload) = (p.topic.clone(), p.payload.clone());
+                Taken::Running(tokio::task::spawn_blocking(move || {
+                    payload::decode(&store, &sub, &topic, &payload, &tag)
+                }))
+            }
+            Some(sub) => Taken::Ready(tokio::task::block_in_place(|| {
                 payload::decode(&self.store, sub, &p.topic, &p.payload, &self.device_tag)
-            }),
-            None => Err((
+            })),
+            None => Taken::Ready(Err((
                 Bad::Topic,
                 Error::invalid("topic", format!("{:?} matches no subscription", p.topic)),
-            )),
+            ))),
+        };
+        self.decoding.push_back((p, taken));
+        if self.decoding.len() >= DECODE_AHEAD {
+            self.settle_one().await?;
+        }
+        self.set_pending();
+        let n = self.batch.msgs.len() + self.decoding.len();
+        if n >= BATCH_MESSAGES || self.batch.bytes >= BATCH_BYTES {
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Apply the oldest message taken: its rows join the batch (line
+    /// protocol is written now, without waiting for the fsync), or it is
+    /// refused.
+    async fn settle_one(&mut self) -> Result<()> {
+        let Some((p, taken)) = self.decoding.pop_front() else {
+            return Ok(());
+        };
+        let decoded = match taken {
+            Taken::Ready(d) => d,
+            Taken::Running(h) => h
+                .await
+                .map_err(|e| Error::io("<mqtt decode>", std::io::Error::other(e)))?,
         };
         match decoded {
             Ok(Decoded::Rows { table, rows, n }) => {
@@ -195,17 +251,8 @@ impl Session {
             Err((why, e)) if refused(&e) => self.refuse(&p, why, &e),
             Err((_, e)) => return Err(e),
         }
-        if self.batch.since.is_none() {
-            self.batch.since = Some(Instant::now());
-            let ms = self.store.now_ms();
-            self.stats.oldest_pending_ms.store(ms, Relaxed);
-        }
         self.batch.bytes += p.payload.len();
         self.batch.msgs.push(p);
-        self.set_pending();
-        if self.batch.msgs.len() >= BATCH_MESSAGES || self.batch.bytes >= BATCH_BYTES {
-            self.commit().await?;
-        }
         Ok(())
     }
 
@@ -237,10 +284,14 @@ impl Session {
         }
     }
 
-    /// Write the batch's rows, make everything durable with one fsync,
-    /// then queue the acks in order. A failed fsync stops the subscriber
+    /// Write the batch's rows, make everything durable with one fsync
+    /// (unless every message came from an `async` subscription), then
+    /// queue the acks in order. A failed fsync stops the subscriber
     /// with nothing of the batch acknowledged.
     async fn commit(&mut self) -> Result<()> {
+        while !self.decoding.is_empty() {
+            self.settle_one().await?;
+        }
         let batch = std::mem::take(&mut self.batch);
         for (table, (rows, msgs)) in batch.tables {
             if let Err(e) = self.write_rows(&table, rows).await {
@@ -256,7 +307,9 @@ impl Session {
                 tracing::warn!("mqtt: {msgs} messages for table {table} refused: {e}");
             }
         }
-        tokio::task::block_in_place(|| self.store.sync())?;
+        if batch.sync {
+            tokio::task::block_in_place(|| self.store.sync())?;
+        }
         let acks = batch.msgs.into_iter().filter(|p| p.qos != QoS::AtMostOnce);
         self.out.extend(acks.map(Out::Ack));
         self.stats.oldest_pending_ms.store(0, Relaxed);
