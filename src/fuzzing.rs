@@ -142,6 +142,11 @@ pub fn flight_docs(data: &[u8]) {
     let _ = crate::flight::sql::statement_of(data);
 }
 
+/// An MQTT message: a JSON payload, and its topic through the mappings.
+pub fn mqtt_payload(data: &[u8]) {
+    crate::mqtt::payload::fuzz_payload(data);
+}
+
 /// A named fuzz entry point (for the smoke tests and `fuzz/`).
 pub type Target = (&'static str, fn(&[u8]));
 
@@ -159,4 +164,5 @@ pub const TARGETS: &[Target] = &[
     ("ingest_stream", ingest_stream),
     ("line_protocol", line_protocol),
     ("flight_docs", flight_docs),
+    ("mqtt_payload", mqtt_payload),
 ];

@@ -504,6 +504,13 @@ fn valid_inputs() -> BTreeMap<&'static str, Vec<Vec<u8>>> {
         ],
     );
     m.insert("flight_docs", flight_docs());
+    m.insert(
+        "mqtt_payload",
+        vec![
+            br#"{"ts":"1700000000s","a":1.5,"b":-2,"c":-9007199254740993,"d":7,"e":18446744073709551615,"f":4000000000,"g":true}"#.to_vec(),
+            b"site/eu/meter-1/readings/x".to_vec(),
+        ],
+    );
     m
 }
 

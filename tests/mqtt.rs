@@ -386,17 +386,21 @@ fn subscribed(http: std::net::SocketAddr) {
     std::thread::sleep(Duration::from_millis(500));
 }
 
-/// Rows in `t`, checking that no message became two rows.
-fn count_rows(http: std::net::SocketAddr) -> i64 {
-    let body =
-        r#"{"query": "SELECT count(*) AS n, count(DISTINCT n) AS k FROM t", "format": "json"}"#;
+/// A SQL query's answer as JSON, through the daemon.
+fn sql(http: std::net::SocketAddr, query: &str) -> serde_json::Value {
+    let body = serde_json::json!({ "query": query, "format": "json" }).to_string();
     let text = ureq::post(&format!("http://{http}/api/v1/sql"))
         .set("Content-Type", "application/json")
-        .send_string(body)
+        .send_string(&body)
         .unwrap()
         .into_string()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Rows in `t`, checking that no message became two rows.
+fn count_rows(http: std::net::SocketAddr) -> i64 {
+    let v = sql(http, "SELECT count(*) AS n, count(DISTINCT n) AS k FROM t");
     assert_eq!(
         v[0]["n"], v[0]["k"],
         "a message written twice as two rows: {v}"
@@ -416,14 +420,10 @@ fn check_all(http: std::net::SocketAddr, total: i64) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let body = r#"{"query": "SELECT sum(CAST(n AS BIGINT)) AS s, min(n) AS lo, max(n) AS hi FROM t", "format": "json"}"#;
-    let text = ureq::post(&format!("http://{http}/api/v1/sql"))
-        .set("Content-Type", "application/json")
-        .send_string(body)
-        .unwrap()
-        .into_string()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let v = sql(
+        http,
+        "SELECT sum(CAST(n AS BIGINT)) AS s, min(n) AS lo, max(n) AS hi FROM t",
+    );
     assert_eq!(v[0]["s"], total * (total - 1) / 2);
     assert_eq!(
         (v[0]["lo"].as_i64(), v[0]["hi"].as_i64()),
@@ -581,16 +581,10 @@ fn load_through_the_broker() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(text.contains("made durable by the daemon"), "{text}");
-        let sql = format!(
-            r#"{{"query": "SELECT count(*) AS n, count(DISTINCT device) AS d FROM {table}", "format": "json"}}"#
+        let v = sql(
+            http,
+            &format!("SELECT count(*) AS n, count(DISTINCT device) AS d FROM {table}"),
         );
-        let v = ureq::post(&format!("http://{http}/api/v1/sql"))
-            .set("Content-Type", "application/json")
-            .send_string(&sql)
-            .unwrap()
-            .into_string()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&v).unwrap();
         assert_eq!(v[0]["n"], trucks * 60, "{format}: {v}");
         assert_eq!(v[0]["d"], trucks, "{format}: {v}");
     }
