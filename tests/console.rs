@@ -566,6 +566,14 @@ fn the_console_in_chromium_while_load_runs() {
     // A skewed load: one device (not in the fleet) writes far more than
     // the others, and its region turns hot and is flagged.
     const SKEWED: u64 = 424_242;
+    let key = telestore::key::encode(telestore::key::DeviceId(SKEWED), 0);
+    let regions = store.regions("readings").unwrap();
+    let mine = regions
+        .iter()
+        .rev()
+        .find(|r| r.start_key <= key)
+        .unwrap()
+        .id;
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (store, stop) = (store.clone(), stop.clone());
@@ -585,22 +593,14 @@ fn the_console_in_chromium_while_load_runs() {
     let hot = d.wait_for(
         "a hot region, and the bars moved",
         &format!(
-            "const s = (() => {{ {PAGE_STATE} }})(); return s.hot >= 1 && s.hotFlags >= 1 && s.bars !== {} ? s : null;",
+            "const s = (() => {{ {PAGE_STATE} }})(); return s.hot >= 1 && s.hotFlags >= 1 && s.hotIds.includes({mine}) && s.bars !== {} ? s : null;",
             serde_json::to_string(&first["bars"]).unwrap()
         ),
     );
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
-    // The skewed device's region is the one flagged (another may be, for a
+    // The skewed device's region is flagged (another may be too, for a
     // moment, when the fleet's first batches land unevenly).
-    let key = telestore::key::encode(telestore::key::DeviceId(SKEWED), 0);
-    let regions = store.regions("readings").unwrap();
-    let mine = regions
-        .iter()
-        .rev()
-        .find(|r| r.start_key <= key)
-        .unwrap()
-        .id;
     assert!(
         hot["hotIds"].as_array().unwrap().contains(&json!(mine)),
         "region {mine}: {hot}"

@@ -24,16 +24,16 @@ pub enum BenchCmd {
     /// Ingest a generated fleet durably, read it back, print rows/s.
     Ingest(IngestArgs),
     /// Compare four row-key designs: region balance, write concentration,
-    /// scan footprint, splits (issue 3).
+    /// scan footprint, splits.
     KeyDesign(keydesign::KeyDesignArgs),
     /// Run the compaction planner on a simulated flush stream: file counts
-    /// and write amplification over time (issue 4).
+    /// and write amplification over time.
     CompactionSim(super::compaction_sim::SimArgs),
     /// Continuous ingest with background flushes and compactions; prints
     /// file counts, write amplification and read latency over time.
     Sustained(super::sustained::SustainedArgs),
     /// Query and export speed: `latest` and one-day range latency
-    /// percentiles (warm), export rows/s (issue 6).
+    /// percentiles (warm), export rows/s.
     Query(super::bench_query::QueryBenchArgs),
 }
 

@@ -63,7 +63,8 @@ pub enum Cmd {
     /// SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
     /// Drive a running daemon with a generated truck fleet (binary
-    /// protocol); prints rows/s and ack latency percentiles.
+    /// protocol, line protocol or MQTT); prints rows/s and ack latency
+    /// percentiles.
     Load(load::LoadArgs),
     /// List the device registry (names, ids, tags), optionally by tag.
     Devices(devices::DevicesArgs),
@@ -92,6 +93,9 @@ pub enum Cmd {
     /// Test helpers (used by the crash tests).
     #[command(subcommand, hide = true)]
     Debug(crash::DebugCmd),
+    /// Print every command's help as Markdown: docs/cli.md.
+    #[command(hide = true)]
+    CliMarkdown,
 }
 
 /// `req` with `Authorization: Token …` when a token is given.
@@ -135,6 +139,10 @@ pub fn run() -> i32 {
         Cmd::Verify(v) => verify::run_verify(v),
         Cmd::Repair(r) => verify::run_repair(r),
         Cmd::Debug(d) => crash::run(d),
+        Cmd::CliMarkdown => {
+            print!("{}", clap_markdown::help_markdown::<Cli>());
+            Ok(())
+        }
     };
     match res {
         Ok(()) => 0,
