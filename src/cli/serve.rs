@@ -55,7 +55,7 @@ pub struct ServeArgs {
     /// config file's [mqtt] table sets url, client_id, username, password,
     /// dead_letter and [[mqtt.subscriptions]] (topic, format =
     /// line|json|row, qos, map = "PREFIX/{table}/{device}", table): see
-    /// the README's "MQTT ingest" [default: none].
+    /// docs/ingest.md, "MQTT ingest" [default: none].
     #[arg(long, env = "TELESTORE_MQTT", value_name = "URL")]
     mqtt: Option<String>,
     /// A read-write token every client must present: binary-protocol
