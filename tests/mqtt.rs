@@ -285,11 +285,27 @@ fn every_payload_format_through_mosquitto() {
     publish(b.port, "raw/t/anything", &rows);
     publish(b.port, "raw/t/anything", &rows[..rows.len() - 1]);
     publish(b.port, "lp/x", b"t,device=dev-b v=oops 1700000000000000000");
+    // The format's fixtures (formats/mqtt.md).
+    let fixture = |name: &str| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/fixtures/mqtt_v1");
+        std::fs::read(dir.join(name)).unwrap()
+    };
+    publish(b.port, "telestore/t/fixture-json", &fixture("reading.json"));
+    publish(b.port, "lp/fixtures", &fixture("readings.lp"));
     // At most once: taken, never acknowledged (QoS 0 has no ack).
     publish(b.port, "q0/t/dev-q", br#"{"v": 4, "n": 4}"#);
 
-    wait_for("every message", || stats.messages.load(Relaxed) >= 29);
-    wait_for("every row", || stats.rows.load(Relaxed) >= 25);
+    wait_for("every message", || stats.messages.load(Relaxed) >= 31);
+    wait_for("every row", || stats.rows.load(Relaxed) >= 28);
+    let fj = rows_of(&store, "t", "fixture-json");
+    assert_eq!((fj.len(), fj[0].ts), (1, 1_700_000_000_500));
+    assert_eq!(
+        &fj[0].fields[..],
+        &[&21.5f64.to_le_bytes()[..], &(-3i32).to_le_bytes()[..]].concat()[..]
+    );
+    let fl = rows_of(&store, "t", "fixture-lp");
+    assert_eq!((fl.len(), fl[1].ts), (2, 1_700_000_001_000));
+    assert_eq!(&fl[1].fields[..8], &2.5f64.to_le_bytes());
     assert_eq!(rows_of(&store, "t", "dev-q").len(), 1);
     let got = rows_of(&store, "t", "dev-a");
     assert_eq!(got.len(), 20);
@@ -314,6 +330,10 @@ fn every_payload_format_through_mosquitto() {
         .iter()
         .map(|d| serde_json::from_str(d).unwrap())
         .collect();
+    let spec: serde_json::Value = serde_json::from_slice(&fixture("dead_letter.json")).unwrap();
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&reasons[0]), keys(&spec));
+    assert_eq!(reasons[0]["v"], spec["v"]);
     assert_eq!(reasons[0]["topic"], "telestore/t/dev-a");
     assert_eq!(reasons[0]["payload"], "{not json");
     assert!(
@@ -333,7 +353,7 @@ fn every_payload_format_through_mosquitto() {
     wait_for("a message after the bad ones", || {
         !rows_of(&store, "t", "dev-c").is_empty()
     });
-    wait_for("every ack", || stats.acked.load(Relaxed) == 29);
+    wait_for("every ack", || stats.acked.load(Relaxed) == 31);
     assert_eq!(stats.pending.load(Relaxed), 0);
     run.stop();
     drop(b);

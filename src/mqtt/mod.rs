@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Version of formats/mqtt.md (topics, payloads, the dead-letter
+/// envelope's `"v"`).
+pub const MQTT_FORMAT_VERSION: u32 = 1;
 /// Most messages in one batch (one fsync).
 pub const BATCH_MESSAGES: usize = 4096;
 /// Most payload bytes in one batch.

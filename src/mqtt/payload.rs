@@ -109,6 +109,31 @@ pub fn decode(
     })
 }
 
+/// A reading's timestamp given as text: what `parse_time` takes (RFC
+/// 3339, an epoch with a unit, a time relative to now), but never rounded:
+/// a time finer than a millisecond is refused (two readings within one
+/// would silently become one row).
+fn data_time(s: &str, now: i64) -> Result<i64> {
+    let ms = crate::query::time::parse_time("ts", s, now)?;
+    let t = s.trim();
+    let exact = match chrono::DateTime::parse_from_rfc3339(t) {
+        Ok(d) => d.timestamp_subsec_nanos() % 1_000_000 == 0,
+        Err(_) => {
+            let per = [("ns", 1_000_000), ("us", 1_000), ("µs", 1_000)];
+            per.iter().all(|(unit, per)| {
+                t.strip_suffix(unit)
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .is_none_or(|n| n % per == 0)
+            })
+        }
+    };
+    if !exact {
+        let m = format!("{s:?} is finer than a millisecond (telestore keeps milliseconds)");
+        return Err(Error::invalid("payload", m));
+    }
+    Ok(ms)
+}
+
 /// A flat JSON object as `(ts, field bytes)`.
 fn json_fields(schema: &TableSchema, payload: &[u8], now: i64) -> Result<(i64, Vec<u8>)> {
     let bad = |m: String| Error::invalid("payload", m);
@@ -130,7 +155,7 @@ fn json_fields(schema: &TableSchema, payload: &[u8], now: i64) -> Result<(i64, V
         Some(serde_json::Value::Number(n)) => n
             .as_i64()
             .ok_or_else(|| bad(format!("ts {n} is not whole milliseconds")))?,
-        Some(serde_json::Value::String(s)) => crate::query::time::parse_time("ts", s, now)?,
+        Some(serde_json::Value::String(s)) => data_time(s, now)?,
         Some(other) => return Err(bad(format!("ts {other} is neither a number nor text"))),
     };
     let mut out = Vec::with_capacity(schema.fields_width());
@@ -141,7 +166,12 @@ fn json_fields(schema: &TableSchema, payload: &[u8], now: i64) -> Result<(i64, V
         let wrong = || bad(format!("field {:?}: {v} is not a {}", f.name, f.ty.name()));
         match f.ty {
             FieldType::F64 => out.extend(v.as_f64().ok_or_else(wrong)?.to_le_bytes()),
-            FieldType::F32 => out.extend((v.as_f64().ok_or_else(wrong)? as f32).to_le_bytes()),
+            FieldType::F32 => {
+                // The nearest f32, as the line protocol stores it; a value
+                // past f32's range is refused, not made infinite.
+                let x = v.as_f64().map(|x| x as f32).filter(|x| x.is_finite());
+                out.extend(x.ok_or_else(wrong)?.to_le_bytes())
+            }
             FieldType::I64 => out.extend(v.as_i64().ok_or_else(wrong)?.to_le_bytes()),
             FieldType::I32 => {
                 let x = v.as_i64().and_then(|x| i32::try_from(x).ok());
@@ -204,6 +234,18 @@ mod tests {
     }
 
     #[test]
+    fn an_f32_field_takes_the_nearest_f32_and_refuses_what_it_cannot_hold() {
+        let fields = vec![Field::new("x", FieldType::F32)];
+        let s = TableSchema::new("t", fields, TableOptions::default()).unwrap();
+        let (_, f) = json_fields(&s, br#"{"x":0.1}"#, 0).unwrap();
+        assert_eq!(f, 0.1f32.to_le_bytes());
+        let e = json_fields(&s, br#"{"x":1e300}"#, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a f32"), "{e}");
+    }
+
+    #[test]
     fn json_objects_become_rows_or_say_why_not() {
         let s = schema();
         let (ts, f) =
@@ -214,12 +256,35 @@ mod tests {
         assert_eq!(f[12], 1);
         let (ts, _) = json_fields(&s, br#"{"v":1,"n":0,"ok":false}"#, 42).unwrap();
         assert_eq!(ts, 42);
+        for (t, ms) in [
+            ("1700000000123000us", 1_700_000_000_123),
+            ("1700000000123000000ns", 1_700_000_000_123),
+            ("2023-11-14T22:13:20.123Z", 1_700_000_000_123),
+            ("-5s", 37_000),
+        ] {
+            let p = format!(r#"{{"ts":"{t}","v":1,"n":0,"ok":true}}"#);
+            assert_eq!(json_fields(&s, p.as_bytes(), 42_000).unwrap().0, ms, "{t}");
+        }
         for (p, says) in [
             (&br#"{"v":1,"n":0}"#[..], "missing"),
             (br#"{"v":1,"n":0,"ok":true,"x":1}"#, "not a field"),
             (br#"{"v":"a","n":0,"ok":true}"#, "not a f64"),
             (br#"{"v":1,"n":3000000000,"ok":true}"#, "not a i32"),
             (br#"{"ts":1.5,"v":1,"n":0,"ok":true}"#, "whole milliseconds"),
+            (
+                br#"{"ts":"1700000000000001us","v":1,"n":0,"ok":true}"#,
+                "finer than a millisecond",
+            ),
+            (
+                br#"{"ts":"2026-12-05T10:00:00.0001Z","v":1,"n":0,"ok":true}"#,
+                "finer than a millisecond",
+            ),
+            (
+                br#"{"ts":"1700000000000000001ns","v":1,"n":0,"ok":true}"#,
+                "finer than a millisecond",
+            ),
+            (br#"{"ts":"yesterday","v":1,"n":0,"ok":true}"#, "yesterday"),
+            (br#"{"v":null,"n":0,"ok":true}"#, "not a f64"),
             (br#"[1]"#, "not a JSON object"),
             (b"\xff", "not JSON"),
         ] {

@@ -261,6 +261,7 @@ impl Session {
         tracing::warn!("mqtt: message on {} refused ({}): {e}", p.topic, why.name());
         if let Some(dl) = &self.dead_letter {
             let body = serde_json::json!({
+                "v": super::MQTT_FORMAT_VERSION,
                 "topic": p.topic,
                 "reason": why.name(),
                 "error": e.to_string(),
