@@ -51,6 +51,11 @@ fn have(cmd: &str) -> bool {
 /// sends before an acknowledgement. `MQTT_BROKER_LOG=FILE` logs every
 /// packet there.
 fn broker() -> Option<Broker> {
+    broker_with("")
+}
+
+/// [`broker`] with more lines for its listener (TLS files).
+fn broker_with(listener_conf: &str) -> Option<Broker> {
     if !have("mosquitto") || !have("mosquitto_pub") {
         eprintln!("SKIPPED: mosquitto / mosquitto_pub not installed (tools/test-all.sh installs them as root)");
         return None;
@@ -73,7 +78,7 @@ fn broker() -> Option<Broker> {
         &conf,
         format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
-             persistence_location {}/\nmax_queued_messages 0\nmax_inflight_messages 0\n{log}",
+             persistence_location {}/\nmax_queued_messages 0\nmax_inflight_messages 0\n{listener_conf}{log}",
             dir.path().display()
         ),
     )
@@ -132,18 +137,14 @@ impl Broker {
 }
 
 fn publish(port: u16, topic: &str, payload: &[u8]) {
+    publish_with(port, &[], topic, payload);
+}
+
+fn publish_with(port: u16, extra: &[&str], topic: &str, payload: &[u8]) {
     let mut c = Command::new("mosquitto_pub")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-q",
-            "1",
-            "-t",
-            topic,
-            "-s",
-        ])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1"])
+        .args(extra)
+        .args(["-t", topic, "-s"])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -608,4 +609,89 @@ fn load_through_the_broker() {
         assert_eq!(v[0]["n"], trucks * 60, "{format}: {v}");
         assert_eq!(v[0]["d"], trucks, "{format}: {v}");
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it, made by the
+/// `openssl` command in `dir`; returns the CA's path.
+fn certificates(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let sh = format!(
+        "set -e; cd {d}
+         openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN={name} test CA' \
+           -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+           -keyout {name}-ca.key -out {name}-ca.pem
+         openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout {name}.key -out {name}.csr
+         printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' > {name}.ext
+         openssl x509 -req -in {name}.csr -CA {name}-ca.pem -CAkey {name}-ca.key -CAcreateserial \
+           -days 2 -extfile {name}.ext -out {name}.pem
+         chmod 644 {name}.key {name}.pem {name}-ca.pem",
+        d = dir.display()
+    );
+    let out = Command::new("sh").args(["-c", &sh]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join(format!("{name}-ca.pem"))
+}
+
+/// `mqtts://`: a daemon given the broker's CA connects over TLS and takes
+/// what is published there; one trusting another CA is refused by the
+/// certificate check, says so in its state, and keeps serving.
+#[test]
+fn tls_to_the_broker() {
+    if !have("openssl") {
+        eprintln!("SKIPPED: no openssl command to make test certificates");
+        return;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(certs.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = certificates(certs.path(), "broker");
+    let other_ca = certificates(certs.path(), "other");
+    let d = certs.path().display();
+    let conf =
+        format!("cafile {d}/broker-ca.pem\ncertfile {d}/broker.pem\nkeyfile {d}/broker.key\n");
+    let Some(b) = broker_with(&conf) else { return };
+    let url = format!("mqtts://127.0.0.1:{}", b.port);
+    let daemon_with = |ca: &std::path::Path, id: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
+        table(&store, "t");
+        let cfg = ServerConfig {
+            mqtt: Some(MqttConfig {
+                client_id: id.into(),
+                ca_file: Some(ca.to_path_buf()),
+                ..MqttConfig::new(&url)
+            }),
+            ..Default::default()
+        };
+        let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        (dir, store, run)
+    };
+    let (_dir, store, run) = daemon_with(&ca, "telestore-tls");
+    let stats = run.stats.mqtt.clone();
+    wait_for("a TLS connection", || stats.connected.load(Relaxed));
+    std::thread::sleep(Duration::from_millis(300));
+    let ca_arg = ca.to_str().unwrap();
+    publish_with(
+        b.port,
+        &["--cafile", ca_arg],
+        "telestore/t/tls-dev",
+        br#"{"v": 1.5, "n": 2}"#,
+    );
+    wait_for("the row", || !rows_of(&store, "t", "tls-dev").is_empty());
+
+    let (_dir2, _store2, run2) = daemon_with(&other_ca, "telestore-untrusted");
+    let s2 = run2.stats.mqtt.clone();
+    wait_for("the refusal", || {
+        s2.last_error
+            .lock()
+            .unwrap()
+            .as_deref()
+            .is_some_and(|e| e.contains("certificate"))
+    });
+    assert!(!s2.connected.load(Relaxed));
+    run2.stop();
+    run.stop();
 }

@@ -47,13 +47,14 @@ pub struct ServeArgs {
     /// `off` [default: 127.0.0.1:7072].
     #[arg(long, env = "TELESTORE_FLIGHT_LISTEN", value_name = "ADDR|off")]
     flight_listen: Option<String>,
-    /// Subscribe to this MQTT broker (mqtt://host:port) and write what
+    /// Subscribe to this MQTT broker (mqtt://host:port, or mqtts:// for
+    /// TLS) and write what
     /// devices publish there, at least once: QoS 1, a persistent session,
     /// each message acknowledged only once its rows are fsynced. Default
     /// subscriptions: telestore/+/+ with JSON objects (topic
     /// telestore/TABLE/DEVICE) and telestore/+ with line protocol. The
     /// config file's [mqtt] table sets url, client_id, username, password,
-    /// dead_letter and [[mqtt.subscriptions]] (topic, format =
+    /// ca_file, dead_letter and [[mqtt.subscriptions]] (topic, format =
     /// line|json|row, qos, map = "PREFIX/{table}/{device}", table): see
     /// docs/ingest.md, "MQTT ingest" [default: none].
     #[arg(long, env = "TELESTORE_MQTT", value_name = "URL")]

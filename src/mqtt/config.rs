@@ -20,6 +20,10 @@ pub struct MqttConfig {
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
+    /// With `mqtts://`: the CA certificates (PEM) the broker's certificate
+    /// must chain to; default: the system's.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
     /// Where refused payloads are republished (QoS 1), as a JSON object
     /// naming the topic, the reason and the error; `None`: only counted
     /// and logged.
@@ -74,6 +78,7 @@ impl MqttConfig {
             client_id: client_id_default(),
             username: None,
             password: None,
+            ca_file: None,
             dead_letter: None,
             subscriptions: Vec::new(),
         }
@@ -97,27 +102,35 @@ impl MqttConfig {
         self.subscriptions.clone()
     }
 
+    /// Whether the broker is reached over TLS (`mqtts://`).
+    pub fn tls(&self) -> bool {
+        self.url.starts_with("mqtts://")
+    }
+
     /// Check the configuration; the broker's host and port.
     pub fn validate(&self) -> Result<(String, u16)> {
         let bad = |m: String| Error::invalid("mqtt", m);
-        let rest = self
-            .url
-            .strip_prefix("mqtt://")
-            .or_else(|| self.url.strip_prefix("tcp://"))
-            .ok_or_else(|| {
-                bad(format!(
-                    "{:?}: use mqtt://host:port (TLS is not built)",
-                    self.url
-                ))
-            })?;
+        let (rest, default_port) = match self.url.split_once("://") {
+            Some(("mqtt" | "tcp", rest)) => (rest, 1883),
+            Some(("mqtts", rest)) => (rest, 8883),
+            _ => {
+                let m = format!("{:?}: use mqtt://host:port or mqtts://host:port", self.url);
+                return Err(bad(m));
+            }
+        };
         let (host, port) = match rest.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(':') => (
                 h,
                 p.parse()
                     .map_err(|_| bad(format!("bad port in {:?}", self.url)))?,
             ),
-            _ => (rest, 1883),
+            _ => (rest, default_port),
         };
+        if self.tls() {
+            super::tls::client_config(self.ca_file.as_deref())?;
+        } else if self.ca_file.is_some() {
+            return Err(bad("ca_file is for mqtts:// brokers".into()));
+        }
         if host.is_empty() || self.client_id.is_empty() {
             return Err(bad("a host and a client id are needed".into()));
         }
@@ -293,8 +306,21 @@ mod tests {
         };
         assert_eq!(with(vec![]).validate().unwrap(), ("h".into(), 1));
         assert_eq!(MqttConfig::new("mqtt://h").validate().unwrap().1, 1883);
+        let tls = MqttConfig {
+            ca_file: Some("/no/such/ca.pem".into()),
+            ..MqttConfig::new("mqtts://h")
+        };
+        let e = tls.validate().unwrap_err().to_string();
+        assert!(e.contains("ca_file /no/such/ca.pem"), "{e}");
         for (c, says) in [
             (MqttConfig::new("http://h"), "use mqtt://"),
+            (
+                MqttConfig {
+                    ca_file: Some("ca.pem".into()),
+                    ..MqttConfig::new("mqtt://h")
+                },
+                "for mqtts://",
+            ),
             (MqttConfig::new("mqtt://h:x"), "bad port"),
             (
                 with(vec![Subscription::new("a/#/b", Format::Json)]),

@@ -17,6 +17,7 @@
 pub mod config;
 pub mod payload;
 mod session;
+mod tls;
 
 pub use config::{MqttConfig, Subscription};
 pub use session::run;

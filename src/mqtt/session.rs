@@ -83,6 +83,11 @@ pub async fn run(
     if let Some(u) = &cfg.username {
         opts.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
     }
+    if cfg.tls() {
+        let tls = super::tls::client_config(cfg.ca_file.as_deref())?;
+        let tls = rumqttc::TlsConfiguration::Rustls(Arc::new(tls));
+        opts.set_transport(rumqttc::Transport::tls_with_config(tls));
+    }
     let (client, mut events) = AsyncClient::new(opts, BATCH_MESSAGES + 64);
     let mut s = Session {
         store,
@@ -133,7 +138,11 @@ impl Session {
                     Ok(_) => {}
                     Err(e) => {
                         self.lost(url, e.to_string());
-                        tokio::time::sleep(backoff).await;
+                        // A stop during the wait is taken at once.
+                        tokio::select! {
+                            _ = stop.changed() => return Ok(()),
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
                         backoff = (backoff * 2).min(BACKOFF_MAX);
                     }
                 }
