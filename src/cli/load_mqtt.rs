@@ -33,12 +33,16 @@ pub struct MqttSink {
     reader: Option<std::thread::JoinHandle<Result<()>>>,
     acked: Arc<AtomicU64>,
     format: MqttFormat,
-    text: String,
     sent: u64,
 }
 
 fn host_port(url: &str) -> Result<(String, u16)> {
     let cfg = telestore::mqtt::MqttConfig::new(url);
+    if cfg.tls() {
+        bail!(
+            "load --mqtt publishes over plain MQTT (mqtt://); TLS is for the daemon's subscriber"
+        );
+    }
     cfg.validate().map_err(anyhow::Error::from)
 }
 
@@ -69,7 +73,6 @@ impl MqttSink {
             reader: Some(reader),
             acked,
             format,
-            text: String::new(),
             sent: 0,
         })
     }
@@ -85,9 +88,9 @@ impl MqttSink {
         let n = (rows.len() / 72) as u64;
         match self.format {
             MqttFormat::Line => {
-                self.text.clear();
-                lines(&mut self.text, table, rows, "000000");
-                self.publish(format!("telestore/{table}"), self.text.clone().into_bytes())?;
+                let mut text = String::with_capacity(rows.len() * 2);
+                lines(&mut text, table, rows, "000000");
+                self.publish(format!("telestore/{table}"), text.into_bytes())?;
             }
             MqttFormat::Json => {
                 for r in rows.chunks_exact(72) {

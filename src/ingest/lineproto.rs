@@ -81,7 +81,6 @@ pub struct LineError {
 }
 
 /// A parsed request, ready to apply.
-#[derive(Clone, Debug)]
 pub struct Prepared {
     /// Per table: rows with the device field still to fill, and for each
     /// row the index of its device in `devices`.

@@ -85,10 +85,16 @@ pub fn decode(
     let rows = match (sub.format, device) {
         (Format::Json, Some(device)) => {
             let fields = json_fields(&schema, payload, now).map_err(|e| (Bad::Fields, e))?;
-            let names = [(device.to_string(), Vec::new())];
-            let id = store
-                .register_devices(&names)
-                .map_err(|e| (Bad::Topic, e))?[0];
+            // A known device is one lookup; a new one is registered.
+            let id = match store.device_id(device) {
+                Some(id) => id,
+                None => {
+                    let names = [(device.to_string(), Vec::new())];
+                    store
+                        .register_devices(&names)
+                        .map_err(|e| (Bad::Topic, e))?[0]
+                }
+            };
             let mut rows = Vec::new();
             push_row(&mut rows, id, fields.0, &fields.1);
             rows

@@ -252,7 +252,7 @@ impl Session {
                 e.0.extend_from_slice(&rows);
                 e.1 += 1;
             }
-            Ok(Decoded::Lines(prep)) => match self.write_lines(prep).await {
+            Ok(Decoded::Lines(prep)) => match self.write_lines(&p, prep).await {
                 Ok(n) => _ = self.stats.rows.fetch_add(n as u64, Relaxed),
                 Err(e) if refused(&e) => self.refuse(&p, Bad::Fields, &e),
                 Err(e) => return Err(e),
@@ -282,15 +282,32 @@ impl Session {
         }
     }
 
-    async fn write_lines(&mut self, prep: lineproto::Prepared) -> Result<usize> {
+    /// Apply a parsed line-protocol message, waiting while the store is
+    /// busy. `apply` consumes what it writes, so a busy store (rare) means
+    /// parsing the message again rather than copying every message.
+    async fn write_lines(&self, p: &Publish, mut prep: lineproto::Prepared) -> Result<usize> {
         loop {
-            let p = prep.clone();
-            let r =
-                tokio::task::block_in_place(|| lineproto::apply(&self.store, p, Durability::Async));
-            match r {
-                Err(Error::Busy { retry_after_ms }) => pause(retry_after_ms).await,
-                r => return r,
-            }
+            let r = tokio::task::block_in_place(|| {
+                lineproto::apply(&self.store, prep, Durability::Async)
+            });
+            let Err(Error::Busy { retry_after_ms }) = r else {
+                return r;
+            };
+            pause(retry_after_ms).await;
+            let sub = self
+                .subs
+                .iter()
+                .find(|s| rumqttc::matches(&p.topic, &s.topic));
+            let again = sub.map(|sub| {
+                tokio::task::block_in_place(|| {
+                    payload::decode(&self.store, sub, &p.topic, &p.payload, &self.device_tag)
+                })
+            });
+            prep = match again {
+                Some(Ok(Decoded::Lines(prep))) => prep,
+                Some(Err((_, e))) => return Err(e),
+                _ => return Err(Error::invalid("payload", "not line protocol on a retry")),
+            };
         }
     }
 
@@ -349,9 +366,8 @@ impl Session {
     }
 
     fn set_pending(&self) {
-        self.stats
-            .pending
-            .store(self.batch.msgs.len() as u64, Relaxed);
+        let n = self.batch.msgs.len() + self.decoding.len();
+        self.stats.pending.store(n as u64, Relaxed);
     }
 }
 
