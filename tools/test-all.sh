@@ -10,13 +10,14 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # Compatibility tests drive real Python consumers: the official InfluxDB
 # client (writes), pyarrow + duckdb (they read our exports) and
-# prometheus-client's parsers (they read /metrics). Install them
+# prometheus-client's parsers (they read /metrics), and
+# openapi-spec-validator (it checks docs/openapi.json). Install them
 # in a virtualenv under target/ (skipped, and said so, without python3).
 if command -v python3 >/dev/null 2>&1; then
-  step "python influxdb-client, pyarrow, duckdb, prometheus-client (virtualenv in target/pyenv)"
-  if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c "import influxdb_client, pyarrow, duckdb, prometheus_client" 2>/dev/null; then
+  step "python influxdb-client, pyarrow, duckdb, prometheus-client, openapi-spec-validator (virtualenv in target/pyenv)"
+  if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c "import influxdb_client, pyarrow, duckdb, prometheus_client, openapi_spec_validator" 2>/dev/null; then
     python3 -m venv target/pyenv
-    target/pyenv/bin/pip install --quiet --disable-pip-version-check influxdb-client pyarrow duckdb prometheus-client
+    target/pyenv/bin/pip install --quiet --disable-pip-version-check influxdb-client pyarrow duckdb prometheus-client openapi-spec-validator
   fi
   export TELESTORE_PYTHON="$PWD/target/pyenv/bin/python"
 else

@@ -41,6 +41,21 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Largest MQTT packet taken.
 pub const PACKET_MAX: usize = 64 << 20;
 
+/// The MQTT subscriber's state in `/health`.
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = MqttHealth)]
+pub struct Health {
+    /// The broker's URL.
+    pub broker: String,
+    pub connected: bool,
+    /// Messages taken since start.
+    pub messages: u64,
+    /// Messages taken and not yet durable.
+    pub pending: u64,
+    /// Why the last connection attempt or the subscriber failed.
+    pub last_error: Option<String>,
+}
+
 /// What the subscriber did, for `/metrics` and `/health`.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -69,17 +84,17 @@ pub struct Stats {
 
 impl Stats {
     /// `/health`'s `mqtt` member; `None` without a subscriber.
-    pub fn health(&self) -> Option<serde_json::Value> {
+    pub fn health(&self) -> Option<Health> {
         use std::sync::atomic::Ordering::Relaxed;
         let broker = self.broker.get()?;
         let err = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
-        Some(serde_json::json!({
-            "broker": broker,
-            "connected": self.connected.load(Relaxed),
-            "messages": self.messages.load(Relaxed),
-            "pending": self.pending.load(Relaxed),
-            "last_error": *err,
-        }))
+        Some(Health {
+            broker: broker.clone(),
+            connected: self.connected.load(Relaxed),
+            messages: self.messages.load(Relaxed),
+            pending: self.pending.load(Relaxed),
+            last_error: err.clone(),
+        })
     }
 
     /// Seconds since the oldest message not yet durable arrived (0: none).

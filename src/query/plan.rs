@@ -13,7 +13,7 @@ use crate::Store;
 use serde::{Deserialize, Serialize};
 
 /// What to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// The newest `n` rows of one device.
@@ -29,10 +29,15 @@ pub enum Kind {
 
 /// Query parameters as text, exactly as given on the command line or in
 /// a query string. Names match the CLI flags without the dashes.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub struct Params {
+    /// What to run (default `scan`).
+    #[param(inline)]
     pub kind: Kind,
+    /// The table to read.
+    #[param(required = true)]
     pub table: String,
     /// One device, by name or numeric id.
     pub device: Option<String>,
@@ -41,16 +46,22 @@ pub struct Params {
     /// `tag=value`: the devices carrying that tag.
     #[serde(rename = "where")]
     pub where_: Option<String>,
+    /// Start of the window, included (default: the beginning): RFC 3339,
+    /// a number with a unit (`1700000000s`, `…ms`, `…us`, `…ns`), or
+    /// relative to now (`-1h`, `now`).
     pub from: Option<String>,
+    /// End of the window, excluded (default: no end); as `from`.
     pub to: Option<String>,
     /// Comma-separated field names (default: all).
     pub fields: Option<String>,
     /// `asc` or `desc` (range only; default desc, newest first).
     pub order: Option<String>,
+    /// The most rows answered.
     pub limit: Option<u64>,
     /// Rows for `latest` (default 1).
     pub n: Option<u64>,
-    /// Aggregate function (agg only).
+    /// Aggregate function (agg only): avg, min, max, sum, count, first
+    /// or last.
     #[serde(rename = "fn")]
     pub func: Option<String>,
     /// Bucket width (agg only), e.g. `10m`.

@@ -196,15 +196,22 @@ fn url_param(query: &str, name: &str) -> Option<String> {
 
 /// What a request needs: `None` for the open routes.
 fn needed(auth: &HttpAuth, req: &Request) -> Option<Access> {
-    match req.uri().path() {
+    route_access(req.uri().path(), req.method(), auth.metrics_public)
+}
+
+/// What a request to `path` with `method` needs when tokens are
+/// configured: `None` for the open routes. The OpenAPI document's
+/// security requirements come from here too.
+pub fn route_access(path: &str, method: &Method, metrics_public: bool) -> Option<Access> {
+    match path {
         // The console's page and assets hold no data (the page reads the
         // API with the user's token).
         "/health" | "/" => None,
         p if p.starts_with("/console/") => None,
-        "/metrics" if auth.metrics_public => None,
+        "/metrics" if metrics_public => None,
         // Queries only (statements that change anything are refused).
         "/api/v1/sql" => Some(Access::Read),
-        _ if matches!(*req.method(), Method::GET | Method::HEAD) => Some(Access::Read),
+        _ if matches!(*method, Method::GET | Method::HEAD) => Some(Access::Read),
         _ => Some(Access::Write),
     }
 }
@@ -239,18 +246,27 @@ pub async fn require(State(auth): State<Arc<HttpAuth>>, req: Request, next: Next
     }
 }
 
-fn refuse(status: StatusCode, message: &str, v1: bool) -> Response {
-    let body = if v1 {
-        serde_json::json!({ "error": message })
+/// A request refused by [`require`] (`/write` answers InfluxDB 1.x's
+/// `{"error"}` instead).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct AuthError {
+    /// `unauthorized` (no or a wrong token) or `forbidden` (a read-only
+    /// token on a write).
+    pub code: &'static str,
+    pub message: &'static str,
+}
+
+fn refuse(status: StatusCode, message: &'static str, v1: bool) -> Response {
+    if v1 {
+        let body = serde_json::json!({ "error": message });
+        return (status, axum::Json(body)).into_response();
+    }
+    let code = if status == StatusCode::FORBIDDEN {
+        "forbidden"
     } else {
-        let code = if status == StatusCode::FORBIDDEN {
-            "forbidden"
-        } else {
-            "unauthorized"
-        };
-        serde_json::json!({ "code": code, "message": message })
+        "unauthorized"
     };
-    (status, axum::Json(body)).into_response()
+    (status, axum::Json(AuthError { code, message })).into_response()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! it reads `/api/v1/status` and `/api/v1/query` with the token the user
 //! gives it, so those routes' auth rules are the page's.
 
+use super::state::ApiError;
 use axum::extract::Path;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +19,17 @@ const ASSETS: [(&str, &str, &str); 2] = [
     ("console.css", "text/css; charset=utf-8", STYLE),
 ];
 
-/// `GET /`.
+/// The console's page
+///
+/// A status page built into the binary (it fetches nothing from
+/// elsewhere). It holds no data: it reads `/api/v1/status` and
+/// `/api/v1/query` with the token the user gives it.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "console",
+    responses((status = 200, description = "The page", body = String, content_type = "text/html"))
+)]
 pub(super) async fn page() -> Response {
     (
         [
@@ -30,7 +41,20 @@ pub(super) async fn page() -> Response {
         .into_response()
 }
 
-/// `GET /console/{asset}`.
+/// One of the console page's assets
+#[utoipa::path(
+    get,
+    path = "/console/{asset}",
+    tag = "console",
+    params(("asset" = String, Path, description = "`console.js` or `console.css`")),
+    responses(
+        (status = 200, description = "The asset", content(
+            (String = "text/javascript"),
+            (String = "text/css"),
+        )),
+        (status = 404, description = "No such asset", body = ApiError),
+    )
+)]
 pub(super) async fn asset(Path(name): Path<String>) -> Response {
     match ASSETS.iter().find(|(n, _, _)| *n == name) {
         Some((_, ct, body)) => (

@@ -3,31 +3,51 @@
 //! most `N` (default 20, at most 1,000). The console's device search
 //! uses it.
 
-use super::state::{json_error, HttpState};
+use super::state::{json_error, ApiError, HttpState};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use utoipa::{IntoParams, ToSchema};
 
 const LIMIT_DEFAULT: usize = 20;
 const LIMIT_MAX: usize = 1_000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct Search {
+    /// Text the device's name contains, case-insensitive (default: any).
     #[serde(rename = "match")]
     text: Option<String>,
+    /// The most devices answered, 1 to 1,000 (default 20).
     limit: Option<usize>,
 }
 
-#[derive(Serialize)]
-struct Found {
+/// A registered device.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Found {
+    /// Its numeric id (the row key's device part).
     id: u64,
     name: String,
     tags: BTreeMap<String, String>,
 }
 
+/// Find registered devices by name
+///
+/// The devices whose name contains `match` (all without it), ordered by
+/// name, at most `limit`. The console's device search uses it.
+#[utoipa::path(
+    get,
+    path = "/api/v1/devices",
+    tag = "tables",
+    params(Search),
+    responses(
+        (status = 200, description = "The devices found", body = Vec<Found>),
+        (status = 400, description = "`limit` out of range", body = ApiError),
+    )
+)]
 pub(super) async fn devices(State(s): State<HttpState>, Query(q): Query<Search>) -> Response {
     let limit = q.limit.unwrap_or(LIMIT_DEFAULT);
     if limit == 0 || limit > LIMIT_MAX {

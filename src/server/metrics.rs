@@ -1,8 +1,9 @@
 //! `GET /health` and `GET /metrics` (OpenMetrics, or the classic
 //! Prometheus text when a scraper asks for it).
 
-use super::state::{json_error, HttpState, ServerStats};
+use super::state::{json_error, ApiError, HttpState, ServerStats};
 use crate::ingest::proto::ErrorCode;
+use crate::mqtt::Health as MqttHealth;
 use crate::Store;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -13,17 +14,44 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
+use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use utoipa::ToSchema;
 
+/// `/health`'s answer when the store is healthy.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Health {
+    /// Always `ok`.
+    status: &'static str,
+    /// The tables' names.
+    tables: Vec<String>,
+    /// The MQTT subscriber, when one runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mqtt: Option<MqttHealth>,
+}
+
+/// Is the store healthy?
+///
+/// `200` while the write path runs; `503` once it stopped (a failed fsync,
+/// a full disk, a closing store), the message saying why. Always open,
+/// for load balancers and probes.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "status",
+    responses(
+        (status = 200, description = "Healthy", body = Health),
+        (status = 503, description = "The write path stopped: `message` says why", body = ApiError),
+    )
+)]
 pub(super) async fn health(State(s): State<HttpState>) -> Response {
     match s.store.health() {
-        Ok(()) => {
-            let mut body = serde_json::json!({ "status": "ok", "tables": s.store.table_names() });
-            if let Some(m) = s.stats.mqtt.health() {
-                body["mqtt"] = m;
-            }
-            Json(body).into_response()
-        }
+        Ok(()) => Json(Health {
+            status: "ok",
+            tables: s.store.table_names(),
+            mqtt: s.stats.mqtt.health(),
+        })
+        .into_response(),
         Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
@@ -389,9 +417,20 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     out
 }
 
-/// `GET /metrics`: OpenMetrics, or the classic Prometheus text format
-/// (0.0.4) when the scraper asks for `text/plain` and not for
-/// OpenMetrics.
+/// Metrics for Prometheus
+///
+/// OpenMetrics text, or the classic Prometheus text format (0.0.4) when
+/// the scraper asks for `text/plain` and not for OpenMetrics. Every family
+/// is `telestore_*`; docs/operations.md lists them.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "status",
+    responses((status = 200, description = "The metrics", content(
+        (String = "application/openmetrics-text"),
+        (String = "text/plain"),
+    )))
+)]
 pub(super) async fn metrics(State(s): State<HttpState>, headers: HeaderMap) -> Response {
     let accept = headers
         .get(header::ACCEPT)

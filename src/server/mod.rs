@@ -2,14 +2,15 @@
 //! side (`router`, one file per route group: `write` line protocol,
 //! `tables`, `devices` device search, `query` queries and exports,
 //! `metrics` health and metrics,
-//! `status` the console's JSON, `console` its page), with the tokens of
-//! `auth` checked on every protocol. The protocols' codecs live in
+//! `status` the console's JSON, `console` its page, `openapi` the API's
+//! OpenAPI document), with the tokens of `auth` checked on every protocol. The protocols' codecs live in
 //! `crate::ingest`.
 
 pub mod auth;
 mod console;
 mod devices;
 mod metrics;
+mod openapi;
 mod query;
 mod router;
 mod sql;
@@ -20,6 +21,7 @@ mod tcp;
 mod write;
 
 pub use metrics::{classic_text, render_metrics};
+pub use openapi::{document as openapi_document, document_json as openapi_json};
 pub use state::{HttpState, IngestHistory, ServerConfig, ServerStats, WRITE_BODY_MAX};
 pub use tcp::serve;
 

@@ -9,7 +9,7 @@
 //! error after rows were streamed aborts the response, so a client never
 //! takes a cut stream for a complete one.
 
-use super::state::HttpState;
+use super::state::{ApiError, HttpState};
 use crate::error::Error;
 use crate::query::output::{Format, Printer};
 use crate::query::{Kind, Params, Plan, Prepared};
@@ -17,7 +17,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use std::io::Write;
 use tokio::sync::mpsc;
 
@@ -33,11 +32,8 @@ pub(super) fn query_error(e: &Error) -> Response {
         Error::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, None),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
     };
-    let mut body = serde_json::json!({ "code": status.as_u16(), "message": e.to_string() });
-    if let Some(a) = arg {
-        body["arg"] = a.trim_start_matches('-').into();
-    }
-    (status, Json(body)).into_response()
+    let arg = arg.map(|a| a.trim_start_matches('-').to_string());
+    ApiError::answer(status, e.to_string(), arg)
 }
 
 pub(super) fn format_of(format: Option<&str>, headers: &HeaderMap) -> Result<Format, Error> {
@@ -131,7 +127,37 @@ fn parse_params(uri: &Uri) -> Result<Params, Error> {
         .map_err(|e| Error::invalid("query string", e.body_text()))
 }
 
-/// `GET /api/v1/query?kind=latest|range|scan|agg&table=…&…`
+/// Query a table: latest, range, scan or aggregate
+///
+/// The parameters are the `telestore query` flags without their dashes.
+/// `kind=latest` answers the newest `n` rows of one `device`; `range` one
+/// device over `[from, to)` (newest first unless `order=asc`); `scan` every
+/// selected device over the window; `agg` applies `fn` per `every` bucket,
+/// grouped by device or a tag key. Times are RFC 3339, epoch numbers with a
+/// unit (`1700000000s`, `…ms`, `…us`, `…ns`) or relative (`-1h`, `now`).
+///
+/// The answer streams as it is produced: an Arrow IPC stream by default,
+/// or `format=json|jsonl|csv|table` (`Accept: application/json` also picks
+/// JSON). An error before the first 64 KiB of the answer is a proper
+/// status with an `ApiError`; one after rows were streamed aborts the
+/// response, so a cut stream is never taken for a complete one.
+#[utoipa::path(
+    get,
+    path = "/api/v1/query",
+    tag = "query",
+    params(Params),
+    responses(
+        (status = 200, description = "The rows, in the format asked for", content(
+            ("application/vnd.apache.arrow.stream"),
+            ("application/json"),
+            ("application/x-ndjson"),
+            ("text/csv"),
+            ("text/plain"),
+        )),
+        (status = 400, description = "A bad parameter (`arg` names it) or an unknown table", body = ApiError),
+        (status = 503, description = "The store is busy", body = ApiError),
+    )
+)]
 pub async fn query(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     match parse_params(&uri) {
         Ok(p) => respond(s, headers, p).await,
@@ -139,8 +165,29 @@ pub async fn query(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> 
     }
 }
 
-/// `GET /api/v1/export?table=…&from=…&to=…[&devices=…|&where=…]`: a scan
-/// of every selected row, as an Arrow IPC stream unless asked otherwise.
+/// Export rows: a scan of every selected row
+///
+/// `/api/v1/query` with `kind=scan` whatever `kind` says: `table`, the
+/// window `from`/`to`, and `devices` or `where` to narrow it, as an Arrow
+/// IPC stream unless another `format` is asked for (the answer of
+/// `telestore export`, readable by pyarrow, DuckDB or Polars).
+#[utoipa::path(
+    get,
+    path = "/api/v1/export",
+    tag = "query",
+    params(Params),
+    responses(
+        (status = 200, description = "The rows, in the format asked for", content(
+            ("application/vnd.apache.arrow.stream"),
+            ("application/json"),
+            ("application/x-ndjson"),
+            ("text/csv"),
+            ("text/plain"),
+        )),
+        (status = 400, description = "A bad parameter (`arg` names it) or an unknown table", body = ApiError),
+        (status = 503, description = "The store is busy", body = ApiError),
+    )
+)]
 pub async fn export(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     match parse_params(&uri) {
         Ok(mut p) => {

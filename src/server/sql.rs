@@ -6,7 +6,7 @@
 //! refused), so a read-only token may use it.
 
 use super::query::{format_of, query_error, stream_answer};
-use super::state::HttpState;
+use super::state::{ApiError, HttpState};
 use crate::error::Error;
 use crate::query::output::Printer;
 use axum::body::Bytes;
@@ -16,11 +16,15 @@ use axum::response::Response;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
+use utoipa::ToSchema;
 
-#[derive(Deserialize)]
+/// A SQL request as JSON.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SqlBody {
+pub(super) struct SqlBody {
+    /// The query (one statement, at most 1 MiB).
     query: String,
+    /// arrow (default), json, jsonl, csv or table.
     #[serde(default)]
     format: Option<String>,
 }
@@ -47,6 +51,35 @@ fn request_of(
     Ok((sql, format.or_else(|| q.get("format").cloned())))
 }
 
+/// Run a SQL query
+///
+/// One query over the tables (a column per field, `device`, `device_id`,
+/// `ts` and one per device tag key) and the `devices` table, through
+/// Apache DataFusion. The body is the query text, or JSON `{"query",
+/// "format"}` sent as `application/json`. Only queries run: DDL, DML and
+/// `SET` are refused, so a read-only token suffices. The answer is an Arrow
+/// IPC stream unless `format` asks for json, jsonl, csv or table.
+#[utoipa::path(
+    post,
+    path = "/api/v1/sql",
+    tag = "query",
+    params(("format" = Option<String>, Query, description = "arrow (default), json, jsonl, csv or table")),
+    request_body(content(
+        (String = "text/plain"),
+        (SqlBody = "application/json"),
+    )),
+    responses(
+        (status = 200, description = "The result, in the format asked for", content(
+            ("application/vnd.apache.arrow.stream"),
+            ("application/json"),
+            ("application/x-ndjson"),
+            ("text/csv"),
+            ("text/plain"),
+        )),
+        (status = 400, description = "A bad query, format or body", body = ApiError),
+        (status = 503, description = "The store is busy", body = ApiError),
+    )
+)]
 pub(super) async fn sql(
     State(s): State<HttpState>,
     Query(q): Query<HashMap<String, String>>,

@@ -8,11 +8,13 @@ use crate::Store;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Serialize;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use utoipa::ToSchema;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -170,8 +172,31 @@ impl ServerStats {
 }
 
 pub(super) fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
-    let body = serde_json::json!({ "code": status.as_u16(), "message": message.into() });
-    (status, Json(body)).into_response()
+    ApiError::answer(status, message.into(), None)
+}
+
+/// The body of an error answer (every route but the line-protocol
+/// writes, which answer in InfluxDB's shapes).
+#[derive(Serialize, ToSchema)]
+pub struct ApiError {
+    /// The HTTP status again.
+    pub code: u16,
+    /// What went wrong.
+    pub message: String,
+    /// The query parameter at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arg: Option<String>,
+}
+
+impl ApiError {
+    pub(super) fn answer(status: StatusCode, message: String, arg: Option<String>) -> Response {
+        let body = ApiError {
+            code: status.as_u16(),
+            message,
+            arg,
+        };
+        (status, Json(body)).into_response()
+    }
 }
 
 /// A store error as JSON: `503` with `Retry-After` when the store is busy

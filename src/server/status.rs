@@ -4,7 +4,7 @@
 //! with the hotspot detector's verdicts, and the ingest rate sampled every
 //! second by [`sample_ingest`].
 
-use super::state::{HttpState, IngestHistory, ServerStats};
+use super::state::{ApiError, HttpState, IngestHistory, ServerStats};
 use crate::engine::RegionInfo;
 use crate::Store;
 use axum::extract::State;
@@ -15,13 +15,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use utoipa::ToSchema;
 
 /// The document's `version`: raised when a field changes meaning or goes
 /// away (new fields may appear without it).
 pub const STATUS_VERSION: u32 = 1;
 
 /// The whole document.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Status {
     pub version: u32,
     /// When it was taken, ms since the epoch (the store's clock).
@@ -42,7 +43,7 @@ pub struct Status {
     pub tables: Vec<TableStatus>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Ingest {
     /// Rows of put batches applied since the store opened.
     pub rows_total: u64,
@@ -52,13 +53,13 @@ pub struct Ingest {
     pub history: Vec<Sample>,
 }
 
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct Sample {
     pub time_ms: i64,
     pub rows_per_second: f64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Writes {
     /// Writes that waited in a write stall, were refused `Busy`, were
     /// slowed down for compaction debt (since open).
@@ -67,7 +68,7 @@ pub struct Writes {
     pub slowed_total: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Memstores {
     pub bytes: u64,
     pub limit_bytes: u64,
@@ -75,12 +76,12 @@ pub struct Memstores {
     pub flush_queue: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Wal {
     pub segments: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Compactions {
     /// Regions waiting for a compaction worker, and being compacted.
     pub queued: u64,
@@ -88,7 +89,7 @@ pub struct Compactions {
     pub debt_bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Cache {
     pub bytes: u64,
     pub capacity_bytes: u64,
@@ -98,14 +99,14 @@ pub struct Cache {
     pub hit_ratio: f64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct LatestCache {
     pub devices: u64,
     pub hits: u64,
     pub misses: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Connections {
     /// Binary protocol (TCP) connections open now, and since start.
     pub tcp_open: u64,
@@ -120,7 +121,7 @@ pub struct Connections {
     pub tcp_rows: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct TableStatus {
     pub name: String,
     pub fields: Vec<String>,
@@ -128,7 +129,7 @@ pub struct TableStatus {
     pub regions: Vec<RegionStatus>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct RegionStatus {
     pub id: u32,
     /// Start and end keys, hex (`pppp[:device[:ts]]`); `end` null at the
@@ -182,7 +183,21 @@ pub async fn sample_ingest(
     }
 }
 
-/// `GET /api/v1/status`.
+/// The store's state in one document
+///
+/// Counters, memstores, WAL, compactions, caches, connections, the ingest
+/// rate of the last 300 seconds and every region of every table with the
+/// hotspot detector's verdict: what the console and `telestore top` show
+/// (schema `formats/status.md`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/status",
+    tag = "status",
+    responses(
+        (status = 200, description = "The status document", body = Status),
+        (status = 500, description = "The document could not be built", body = ApiError),
+    )
+)]
 pub(super) async fn status(State(s): State<HttpState>) -> Response {
     let built = tokio::task::spawn_blocking(move || build(&s.store, &s.stats, &s.history)).await;
     match built {

@@ -1,6 +1,6 @@
 //! `GET|POST /api/v1/tables` and `POST /api/v1/flush`.
 
-use super::state::{json_error, store_failure, HttpState};
+use super::state::{json_error, store_failure, ApiError, HttpState};
 use crate::error::Error;
 use crate::schema::{
     parse_duration_ms, BlockEncoding, Compression, Field, FieldType, TableOptions, TableSchema,
@@ -10,21 +10,25 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use utoipa::{IntoParams, ToSchema};
 
-/// A table as the API shows it.
-#[derive(Serialize, Deserialize, Debug)]
+/// A table as the API shows it (and as `POST /api/v1/tables` takes it:
+/// only `name` and `fields` are required).
+#[derive(Serialize, Deserialize, Debug, ToSchema)]
 pub struct TableSpec {
     pub name: String,
+    /// The row's fields, in order (the device and the time are the key).
     pub fields: Vec<FieldSpec>,
     /// Retention, e.g. "30d" (absent: keep forever).
     #[serde(default)]
     pub ttl: Option<String>,
+    /// Regions the hash space is pre-split into (default 16).
     #[serde(default)]
     pub regions: Option<u32>,
     /// none, snappy, zstd or zstd:LEVEL.
     #[serde(default)]
     pub compression: Option<String>,
+    /// Versions kept per cell by a major compaction (default 1).
     #[serde(default)]
     pub max_versions: Option<u32>,
     /// Data block layout: rows or columnar.
@@ -32,11 +36,38 @@ pub struct TableSpec {
     pub encoding: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Debug)]
+/// One field of a table.
+#[derive(Serialize, Deserialize, Debug, ToSchema)]
 pub struct FieldSpec {
     pub name: String,
+    /// f64, f32, i64, i32, u64, u32 or bool.
     #[serde(rename = "type")]
     pub ty: String,
+}
+
+/// A table created (or found identical).
+#[derive(Serialize, ToSchema)]
+pub(super) struct Created {
+    /// The table's numeric id.
+    id: u32,
+    name: String,
+}
+
+/// What the memstores and the WAL hold once a flush is durable.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Flushed {
+    /// Bytes in memstores (writes that came in during the flush).
+    memstore_bytes: usize,
+    /// WAL segments not yet released.
+    wal_segments: usize,
+}
+
+/// `POST /api/v1/flush`'s parameter.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct FlushParams {
+    /// The table to flush (default: every table).
+    table: Option<String>,
 }
 
 pub(super) fn spec_of(t: &TableSchema) -> TableSpec {
@@ -59,6 +90,13 @@ pub(super) fn spec_of(t: &TableSchema) -> TableSpec {
     }
 }
 
+/// List the tables
+#[utoipa::path(
+    get,
+    path = "/api/v1/tables",
+    tag = "tables",
+    responses((status = 200, description = "Every table", body = Vec<TableSpec>))
+)]
 pub(super) async fn list_tables(State(s): State<HttpState>) -> Response {
     let specs: Vec<TableSpec> = s
         .store
@@ -94,6 +132,24 @@ fn schema_of(spec: &TableSpec) -> crate::Result<TableSchema> {
     TableSchema::new(&spec.name, fields, options)
 }
 
+/// Create a table
+///
+/// Idempotent: creating a table that exists with the same fields answers
+/// `200`; with other fields, `409`. Options left out take their defaults
+/// (no TTL, 16 regions, zstd, 1 version, columnar blocks).
+#[utoipa::path(
+    post,
+    path = "/api/v1/tables",
+    tag = "tables",
+    request_body = TableSpec,
+    responses(
+        (status = 201, description = "Created", body = Created),
+        (status = 200, description = "It existed already, the same", body = Created),
+        (status = 400, description = "A bad name, field type or option", body = ApiError),
+        (status = 409, description = "A table of that name exists with other fields", body = ApiError),
+        (status = 500, description = "The store failed", body = ApiError),
+    )
+)]
 pub(super) async fn create_table(State(s): State<HttpState>, body: axum::body::Bytes) -> Response {
     let spec: TableSpec = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -113,11 +169,11 @@ pub(super) async fn create_table(State(s): State<HttpState>, body: axum::body::B
             } else {
                 StatusCode::CREATED
             };
-            (
-                status,
-                Json(serde_json::json!({ "id": id, "name": spec.name })),
-            )
-                .into_response()
+            let created = Created {
+                id,
+                name: spec.name,
+            };
+            (status, Json(created)).into_response()
         }
         Ok(Err(e @ Error::SchemaConflict { .. })) => {
             json_error(StatusCode::CONFLICT, e.to_string())
@@ -130,25 +186,34 @@ pub(super) async fn create_table(State(s): State<HttpState>, body: axum::body::B
     }
 }
 
-/// `POST /api/v1/flush[?table=T]`: flush the table's (every table's)
-/// memstores to HFiles; answers once they are durable, with what the
-/// memstores and the WAL hold then (`{"memstore_bytes", "wal_segments"}`:
-/// writes that came in meanwhile are in them).
-pub(super) async fn flush(
-    State(s): State<HttpState>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    let table = q.get("table").cloned();
+/// Flush memstores to HFiles
+///
+/// Flushes the table's (every table's) memstores and answers once the
+/// files are durable, with what the memstores and the WAL hold then
+/// (writes that came in meanwhile are in them).
+#[utoipa::path(
+    post,
+    path = "/api/v1/flush",
+    tag = "tables",
+    params(FlushParams),
+    responses(
+        (status = 200, description = "Flushed", body = Flushed),
+        (status = 404, description = "No such table", body = ApiError),
+        (status = 503, description = "The store is busy or its write path stopped", body = ApiError),
+    )
+)]
+pub(super) async fn flush(State(s): State<HttpState>, Query(q): Query<FlushParams>) -> Response {
+    let table = q.table;
     let done = tokio::task::spawn_blocking(move || {
         s.store.flush_tables(table.as_deref())?;
         Ok::<_, Error>(s.store.stats())
     })
     .await;
     match done {
-        Ok(Ok(st)) => Json(serde_json::json!({
-            "memstore_bytes": st.memstore_bytes,
-            "wal_segments": st.wal_segments,
-        }))
+        Ok(Ok(st)) => Json(Flushed {
+            memstore_bytes: st.memstore_bytes,
+            wal_segments: st.wal_segments,
+        })
         .into_response(),
         Ok(Err(e @ Error::UnknownTable(_))) => json_error(StatusCode::NOT_FOUND, e.to_string()),
         Ok(Err(e)) => store_failure(&e),

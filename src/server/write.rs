@@ -9,8 +9,27 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering::Relaxed;
+use utoipa::{IntoParams, ToSchema};
+
+/// A refused write, in InfluxDB 2.x's shape.
+#[derive(Serialize, ToSchema)]
+pub(super) struct InfluxError {
+    /// `invalid`, `unavailable`, `unauthorized`, `forbidden` or
+    /// `internal error`.
+    code: String,
+    message: String,
+    /// The first bad line (1-based), for a bad line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<usize>,
+}
+
+/// A refused write, in InfluxDB 1.x's shape (`POST /write`).
+#[derive(Serialize, ToSchema)]
+pub(super) struct InfluxV1Error {
+    error: String,
+}
 
 /// An error in InfluxDB's JSON shape: 2.x's `{"code", "message", "line"}`,
 /// or 1.x's `{"error"}` on the v1 route.
@@ -21,44 +40,116 @@ fn influx_error(
     message: String,
     line: Option<usize>,
 ) -> Response {
-    let body = if v1 {
-        serde_json::json!({ "error": message })
-    } else {
-        let mut b = serde_json::json!({ "code": code, "message": message });
-        if let Some(l) = line {
-            b["line"] = l.into();
-        }
-        b
+    if v1 {
+        return (status, Json(InfluxV1Error { error: message })).into_response();
+    }
+    let body = InfluxError {
+        code: code.into(),
+        message,
+        line,
     };
     (status, Json(body)).into_response()
 }
 
-/// `POST /api/v2/write?bucket=…&precision=ns|us|ms|s`: InfluxDB 2.x line
-/// protocol. The bucket (and org) are accepted and ignored: one namespace,
-/// the measurement is the table.
-pub(super) async fn write_v2(
-    State(s): State<HttpState>,
-    Query(q): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    write_lines(s, q, headers, body, false).await
+/// `POST /api/v2/write`'s parameters.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct V2Params {
+    /// Accepted and ignored (one namespace: the measurement is the table).
+    #[allow(dead_code)]
+    bucket: Option<String>,
+    /// Accepted and ignored.
+    #[allow(dead_code)]
+    org: Option<String>,
+    /// The timestamps' unit: ns (default), us, ms, s (also m, h).
+    precision: Option<String>,
+    /// sync (default: answered once in the fsynced WAL), async or skip.
+    durability: Option<String>,
 }
 
-/// `POST /write?db=…&precision=n|u|ms|s|m|h`: InfluxDB 1.x line protocol.
-/// `db` is required, as 1.x requires it, and otherwise ignored; errors
-/// come in 1.x's `{"error": …}` shape.
-pub(super) async fn write_v1(
+/// `POST /write`'s parameters.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct V1Params {
+    /// Required, as InfluxDB 1.x requires it; any name (one namespace).
+    #[param(required = true)]
+    db: Option<String>,
+    /// The timestamps' unit: n (default), u, ms, s, m or h.
+    precision: Option<String>,
+    /// sync (default: answered once in the fsynced WAL), async or skip.
+    durability: Option<String>,
+    /// User name (ignored; the token is `p`).
+    #[allow(dead_code)]
+    u: Option<String>,
+    /// The token, when not sent in `Authorization`.
+    #[allow(dead_code)]
+    p: Option<String>,
+}
+
+/// Write line protocol (InfluxDB 2.x)
+///
+/// Each line is `table,device=NAME[,tag=value…] field=value[,…] [time]`:
+/// the measurement is the table, the `device` tag names the device (other
+/// tags are stored on the device), the fields are the table's. Gzip bodies
+/// are taken (`Content-Encoding: gzip`, at most 64 MiB decoded). All or
+/// nothing: a bad line refuses the whole request (`400` naming the line)
+/// and nothing of it is applied. `204` means every line is applied (and,
+/// with `durability=sync`, fsynced).
+#[utoipa::path(
+    post,
+    path = "/api/v2/write",
+    tag = "write",
+    params(V2Params),
+    request_body(content = String, content_type = "text/plain",
+        description = "Line protocol, one row per line"),
+    responses(
+        (status = 204, description = "Every line applied"),
+        (status = 400, description = "A bad line (`line` names the first), precision, durability or body; nothing applied", body = InfluxError),
+        (status = 503, description = "Busy or the write path stopped; retry after `Retry-After` seconds", body = InfluxError,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
+pub(super) async fn write_v2(
     State(s): State<HttpState>,
-    Query(q): Query<HashMap<String, String>>,
+    Query(q): Query<V2Params>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if q.get("db").is_none_or(|d| d.is_empty()) {
+    let opts = (q.precision.as_deref(), q.durability.as_deref());
+    write_lines(s, opts, headers, body, false).await
+}
+
+/// Write line protocol (InfluxDB 1.x)
+///
+/// The 2.x route's behaviour with 1.x's parameters and error shape
+/// (`{"error"}`). `db` is required, as 1.x requires it, and otherwise
+/// ignored.
+#[utoipa::path(
+    post,
+    path = "/write",
+    tag = "write",
+    params(V1Params),
+    request_body(content = String, content_type = "text/plain",
+        description = "Line protocol, one row per line"),
+    responses(
+        (status = 204, description = "Every line applied"),
+        (status = 400, description = "A bad line, precision, durability, body or no `db`; nothing applied", body = InfluxV1Error),
+        (status = 503, description = "Busy or the write path stopped; retry after `Retry-After` seconds", body = InfluxV1Error,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
+pub(super) async fn write_v1(
+    State(s): State<HttpState>,
+    Query(q): Query<V1Params>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if q.db.as_deref().is_none_or(|d| d.is_empty()) {
         let m = "database is required (db=…; any name: telestore has one namespace)";
         return influx_error(true, StatusCode::BAD_REQUEST, "invalid", m.into(), None);
     }
-    write_lines(s, q, headers, body, true).await
+    let opts = (q.precision.as_deref(), q.durability.as_deref());
+    write_lines(s, opts, headers, body, true).await
 }
 
 /// A request body as text: gzip decoded (bounded), UTF-8 checked.
@@ -97,21 +188,17 @@ fn body_text(headers: &HeaderMap, body: &[u8]) -> Result<String, String> {
 /// the store is busy or its write path has stopped (a full disk).
 async fn write_lines(
     s: HttpState,
-    q: HashMap<String, String>,
+    (precision, durability): (Option<&str>, Option<&str>),
     headers: HeaderMap,
     body: axum::body::Bytes,
     v1: bool,
 ) -> Response {
     let bad = |m: String| influx_error(v1, StatusCode::BAD_REQUEST, "invalid", m, None);
-    let precision = match Precision::parse(q.get("precision").map(|x| x.as_str())) {
+    let precision = match Precision::parse(precision) {
         Ok(p) => p,
         Err(m) => return bad(m),
     };
-    let durability = match q
-        .get("durability")
-        .map(|d| Durability::parse(d))
-        .transpose()
-    {
+    let durability = match durability.map(Durability::parse).transpose() {
         Ok(d) => d.unwrap_or(Durability::Sync),
         Err(e) => return bad(e.to_string()),
     };
