@@ -47,8 +47,9 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null
   apt_install "the console's browser test" chromium chromium-driver
 fi
 
-# The MQTT tests (tests/mqtt.rs) start Debian's Mosquitto broker, publish
-# with its mosquitto_pub, and make TLS certificates with openssl.
+# The MQTT tests (tests/mqtt.rs, and docs/ingest.md's examples in
+# tests/doc_examples.rs) start Debian's Mosquitto broker, publish with its
+# mosquitto_pub, and make TLS certificates with openssl.
 if ! { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 ||
    ! command -v mosquitto_pub >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
   apt_install "the MQTT tests" mosquitto mosquitto-clients openssl
