@@ -1,5 +1,6 @@
 //! Every shell example of README.md and docs/ runs, as written, against
-//! fresh daemons, and prints what the docs say it prints.
+//! fresh daemons, and prints what the docs say it prints; so does every
+//! command's example (`--help`, docs/cli.md; see `every_command_example_runs`).
 //!
 //! Each page runs in a sandbox of its own (a temporary directory as the
 //! current directory), its fenced `sh` blocks in order, each as one
@@ -433,14 +434,23 @@ fn set_up(page: &Page, sb: &mut Sandbox) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn every_shell_example_runs() {
+/// The tests here share the default ports: one at a time.
+static PORTS_IN_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn ports_free() -> std::sync::MutexGuard<'static, ()> {
+    let guard = PORTS_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
     for p in PORTS {
         assert!(
             std::net::TcpListener::bind(("127.0.0.1", p)).is_ok(),
             "port {p} is taken: the docs' examples use the default ports 7070-7072; stop what listens there"
         );
     }
+    guard
+}
+
+#[test]
+fn every_shell_example_runs() {
+    let _ports = ports_free();
     let python = std::env::var_os("TELESTORE_PYTHON").is_some();
     let mut ran = 0;
     let mut failures = Vec::new();
@@ -485,6 +495,71 @@ fn every_shell_example_runs() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(ran >= 10, "only {ran} examples ran: is the parser right?");
+}
+
+/// Each command's example in docs/cli.md (from its `--help`): an
+/// indented line after `Example:`, with its line number.
+fn cli_examples(text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut v = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if *l != "Example:" {
+            continue;
+        }
+        let ex = lines[i + 1..].iter().find(|l| !l.trim().is_empty());
+        if let Some(ex) = ex.and_then(|l| l.strip_prefix("    ")) {
+            v.push((i + 1, ex.to_string()));
+        }
+    }
+    v
+}
+
+/// Every command's example (docs/cli.md) runs against the README's demo
+/// fleet: the ones that talk to a daemon (`--server`, `load`, `top`)
+/// while one runs, then the rest on the stopped store, `serve` last.
+#[test]
+fn every_command_example_runs() {
+    let _ports = ports_free();
+    let text = std::fs::read_to_string(root().join("docs/cli.md")).unwrap();
+    let all = cli_examples(&text);
+    assert!(all.len() >= 20, "only {} command examples found", all.len());
+    let live = |e: &str| {
+        e.contains("--server") || e.starts_with("telestore load") || e.starts_with("telestore top")
+    };
+    let serve = |e: &str| e.starts_with("telestore serve");
+    let order = all
+        .iter()
+        .filter(|(_, e)| live(e))
+        .chain(all.iter().filter(|(_, e)| !live(e) && !serve(e)))
+        .chain(all.iter().filter(|(_, e)| serve(e)));
+    let sb = Sandbox::new();
+    let fleet = "telestore serve\ntelestore load --trucks 1000 --duration 1h --line-protocol";
+    let (ok, out) = sb.run(fleet);
+    assert!(ok, "the daemon and the fleet: {out}\n{}", sb.daemon_log());
+    let stop = r#"pid=$(cat "$SANDBOX/serve.pid"); kill -TERM "$pid"
+while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; rm "$SANDBOX/serve.pid""#;
+    let mut stopped = false;
+    let mut failures = Vec::new();
+    for (line, ex) in order {
+        if !live(ex) && !stopped {
+            let (ok, out) = sb.run(stop);
+            assert!(ok, "stopping the daemon: {out}");
+            stopped = true;
+        }
+        let script = prepared(ex, sb.path(), false, &mut Vec::new());
+        let (ok, out) = sb.run(&script);
+        eprintln!("--- docs/cli.md:{line} ({} bytes of output)", out.len());
+        if std::env::var_os("DOCS_SHOW").is_some() {
+            eprintln!("{out}");
+        }
+        if !ok {
+            failures.push(format!(
+                "docs/cli.md:{line}: {ex}\n{out}\n--- daemon log (tail):\n{}",
+                tail(&sb.daemon_log(), 20)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn tail(text: &str, n: usize) -> String {

@@ -7,6 +7,7 @@ mod compact;
 mod compaction_sim;
 mod crash;
 mod devices;
+mod examples;
 mod export;
 mod flush;
 mod keydesign;
@@ -22,7 +23,7 @@ mod top;
 mod verify;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Default data directory, under the current folder.
@@ -116,7 +117,8 @@ pub struct DirArg {
 
 /// Parse arguments and run; returns the process exit code.
 pub fn run() -> i32 {
-    let cli = Cli::parse();
+    let matches = examples::attach(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Query and export print results: only warnings go to stderr.
     let quiet = matches!(
         cli.cmd,
@@ -140,7 +142,8 @@ pub fn run() -> i32 {
         Cmd::Repair(r) => verify::run_repair(r),
         Cmd::Debug(d) => crash::run(d),
         Cmd::CliMarkdown => {
-            print!("{}", clap_markdown::help_markdown::<Cli>());
+            let cmd = examples::attach(Cli::command());
+            print!("{}", clap_markdown::help_markdown_command(&cmd));
             Ok(())
         }
     };

@@ -16,11 +16,8 @@ use telestore::Options;
     after_help = "Tables: every telestore table (device_id, device, ts, its fields, \
     and one column per device tag key) and `devices` (device_id, device, tags).\n\
     Filters on device, device_id, tags and ts are applied by the scan; \
-    `EXPLAIN SELECT …` shows how many regions a query reads.\n\n\
-    Examples:\n  \
-    telestore sql \"SELECT device, max(ts) FROM readings GROUP BY device\"\n  \
-    telestore sql \"SELECT date_bin(INTERVAL '1 hour', ts) AS hour, fleet, avg(velocity) \
-    FROM readings WHERE ts >= now() - INTERVAL '1 day' GROUP BY hour, fleet ORDER BY hour\""
+    `EXPLAIN SELECT …` shows how many regions a query reads. More \
+    examples: docs/queries.md."
 )]
 pub struct SqlArgs {
     /// The query (`-`: read it from stdin).
