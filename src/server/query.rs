@@ -17,13 +17,52 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use std::collections::BTreeMap;
 use std::io::Write;
 use tokio::sync::mpsc;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::{Content, Ref, RefOr};
 
 /// Bytes gathered before a chunk is sent to the client.
 const CHUNK_BYTES: usize = 64 << 10;
 /// Chunks buffered between the query thread and the connection.
 const CHUNKS_AHEAD: usize = 8;
+
+/// The answers of the routes that stream rows (query, export, SQL), for
+/// the OpenAPI document.
+pub(super) struct RowAnswers;
+
+impl utoipa::IntoResponses for RowAnswers {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::response::Response>> {
+        let formats = [
+            Format::Arrow,
+            Format::Json,
+            Format::Jsonl,
+            Format::Csv,
+            Format::Table,
+        ];
+        let rows = formats.iter().fold(
+            ResponseBuilder::new().description("The rows, in the format asked for"),
+            |r, f| r.content(f.content_type(), Content::default()),
+        );
+        let error = |d: &str| {
+            let body = Content::new(Some(Ref::from_schema_name("ApiError")));
+            ResponseBuilder::new()
+                .description(d)
+                .content("application/json", body)
+                .build()
+        };
+        BTreeMap::from([
+            ("200".to_string(), rows.build().into()),
+            (
+                "400".to_string(),
+                error("A bad parameter (`arg` names it), query or body, or an unknown table")
+                    .into(),
+            ),
+            ("503".to_string(), error("The store is busy").into()),
+        ])
+    }
+}
 
 pub(super) fn query_error(e: &Error) -> Response {
     let (status, arg) = match e {
@@ -146,17 +185,7 @@ fn parse_params(uri: &Uri) -> Result<Params, Error> {
     path = "/api/v1/query",
     tag = "query",
     params(Params),
-    responses(
-        (status = 200, description = "The rows, in the format asked for", content(
-            ("application/vnd.apache.arrow.stream"),
-            ("application/json"),
-            ("application/x-ndjson"),
-            ("text/csv"),
-            ("text/plain"),
-        )),
-        (status = 400, description = "A bad parameter (`arg` names it) or an unknown table", body = ApiError),
-        (status = 503, description = "The store is busy", body = ApiError),
-    )
+    responses(RowAnswers)
 )]
 pub async fn query(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     match parse_params(&uri) {
@@ -176,17 +205,7 @@ pub async fn query(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> 
     path = "/api/v1/export",
     tag = "query",
     params(Params),
-    responses(
-        (status = 200, description = "The rows, in the format asked for", content(
-            ("application/vnd.apache.arrow.stream"),
-            ("application/json"),
-            ("application/x-ndjson"),
-            ("text/csv"),
-            ("text/plain"),
-        )),
-        (status = 400, description = "A bad parameter (`arg` names it) or an unknown table", body = ApiError),
-        (status = 503, description = "The store is busy", body = ApiError),
-    )
+    responses(RowAnswers)
 )]
 pub async fn export(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     match parse_params(&uri) {

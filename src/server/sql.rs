@@ -5,8 +5,8 @@
 //! `/api/v1/query` answers. Only queries run (DDL, DML, `SET` are
 //! refused), so a read-only token may use it.
 
-use super::query::{format_of, query_error, stream_answer};
-use super::state::{ApiError, HttpState};
+use super::query::{format_of, query_error, stream_answer, RowAnswers};
+use super::state::HttpState;
 use crate::error::Error;
 use crate::query::output::Printer;
 use axum::body::Bytes;
@@ -68,17 +68,7 @@ fn request_of(
         (String = "text/plain"),
         (SqlBody = "application/json"),
     )),
-    responses(
-        (status = 200, description = "The result, in the format asked for", content(
-            ("application/vnd.apache.arrow.stream"),
-            ("application/json"),
-            ("application/x-ndjson"),
-            ("text/csv"),
-            ("text/plain"),
-        )),
-        (status = 400, description = "A bad query, format or body", body = ApiError),
-        (status = 503, description = "The store is busy", body = ApiError),
-    )
+    responses(RowAnswers)
 )]
 pub(super) async fn sql(
     State(s): State<HttpState>,
