@@ -474,3 +474,44 @@ fn fix_index_crc(b: &mut [u8], i: usize, crc: u32) {
     let c = crc32c::crc32c(&b[t..t + 72]);
     b[t + 72..t + 76].copy_from_slice(&c.to_le_bytes());
 }
+
+/// A block's columns are decoded once even when several readers (a scan
+/// and the read-ahead workers) ask for them at the same moment: every
+/// reader gets the one decoded copy, the one the cache holds.
+#[test]
+fn concurrent_readers_of_a_block_share_one_decode() {
+    let f = fleet();
+    let p = fixtures().join(f.name);
+    let slots = telestore::hfile::columns::slots_of(&f.schema, &[0, 1, 2]).unwrap();
+    for round in 0..20 {
+        let r = Arc::new(open(&p, &f).unwrap());
+        for block in 0..r.block_count() {
+            let go = Arc::new(std::sync::Barrier::new(8));
+            let got: Vec<_> = (0..8)
+                .map(|_| {
+                    let (r, go, slots) = (r.clone(), go.clone(), slots.clone());
+                    std::thread::spawn(move || {
+                        go.wait();
+                        r.block_columns(block, &slots, true).unwrap()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect();
+            for c in &got[1..] {
+                for (a, b) in c.fields.iter().zip(&got[0].fields) {
+                    assert!(
+                        Arc::ptr_eq(a, b),
+                        "round {round} block {block}: decoded twice"
+                    );
+                }
+                let (a, b) = (c.seq.as_ref().unwrap(), got[0].seq.as_ref().unwrap());
+                assert!(
+                    Arc::ptr_eq(a, b),
+                    "round {round} block {block}: seq decoded twice"
+                );
+            }
+        }
+    }
+}

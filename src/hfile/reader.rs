@@ -35,7 +35,17 @@ pub struct HFileReader {
     /// ([`HFileReader::open_for_table`]): merging reads of a columnar
     /// file then use the blocks' cached columns instead of caching cells.
     table_fields: Option<Arc<[FieldSlot]>>,
+    /// Column decodes of this file, one lock per block slot (block index
+    /// modulo [`FIELD_LOADS`]): a block's columns are decoded by one
+    /// thread at a time, so a scan that reaches a block a read-ahead
+    /// worker is decoding waits for it and finds the columns cached,
+    /// instead of decoding them a second time.
+    field_loads: [std::sync::Mutex<()>; FIELD_LOADS],
 }
+
+/// Lock slots of [`HFileReader::block_columns_if`]: more than the blocks
+/// a scan reads ahead, so neighbours never share one.
+const FIELD_LOADS: usize = 32;
 
 impl std::fmt::Debug for HFileReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -192,6 +202,7 @@ impl HFileReader {
             cell_width: cell::cell_width(fields_width),
             cache,
             table_fields: None,
+            field_loads: Default::default(),
         })
     }
 
@@ -404,9 +415,49 @@ impl HFileReader {
         let mut seq_col = if seq { peek(PART_SEQ) } else { None };
         let mut fields: Vec<Option<Arc<Vec<u8>>>> =
             slots.iter().map(|s| peek(field_part(s))).collect();
+        let complete = |seq_col: &Option<Column>, fields: &[Option<Column>]| {
+            (!seq || seq_col.is_some()) && fields.iter().all(Option::is_some)
+        };
+        if !complete(&seq_col, &fields) {
+            let _one = self.field_loads[i % FIELD_LOADS]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            // Decoded by another thread while this one waited?
+            if seq && seq_col.is_none() {
+                seq_col = peek(PART_SEQ);
+            }
+            for (f, s) in fields.iter_mut().zip(slots) {
+                if f.is_none() {
+                    *f = peek(field_part(s));
+                }
+            }
+            self.decode_missing(i, read, (seq, &mut seq_col), slots, &mut fields)?;
+        }
+        Ok(Some(BlockColumns {
+            keys,
+            seq: seq_col,
+            fields: fields
+                .into_iter()
+                .map(|f| f.expect("every field decoded"))
+                .collect(),
+        }))
+    }
+
+    /// Decode, and cache, what of block `i`'s sequence numbers (when
+    /// `seq`) and `slots` is still missing (`None`), from `read` (its
+    /// bytes, when the keys were just read) or the file.
+    fn decode_missing(
+        &self,
+        i: usize,
+        read: Option<Vec<u8>>,
+        (seq, seq_col): (bool, &mut Option<Column>),
+        slots: &[FieldSlot],
+        fields: &mut [Option<Column>],
+    ) -> Result<()> {
+        let block = i as u32;
         let missing: Vec<FieldSlot> = slots
             .iter()
-            .zip(&fields)
+            .zip(fields.iter())
             .filter(|(_, f)| f.is_none())
             .map(|(s, _)| *s)
             .collect();
@@ -427,19 +478,14 @@ impl HFileReader {
             };
             let parts = self.decode_parts(i, &b, want)?;
             let (new_seq, mut got) = self.cache_parts(block, &missing, parts);
-            seq_col = seq_col.or(new_seq);
+            if seq_col.is_none() {
+                *seq_col = new_seq;
+            }
             for f in fields.iter_mut().filter(|f| f.is_none()) {
                 *f = got.next();
             }
         }
-        Ok(Some(BlockColumns {
-            keys,
-            seq: seq_col,
-            fields: fields
-                .into_iter()
-                .map(|f| f.expect("every field decoded"))
-                .collect(),
-        }))
+        Ok(())
     }
 
     /// Are block `i`'s keys in the cache as columns (counts nothing)?
