@@ -118,7 +118,11 @@ fn ddb_decode(buf: &[u8], n: usize, out: &mut Vec<f64>) {
     let p = 10f64.powi(e as i32);
     let mut cur = i64::from_le_bytes(buf[2..10].try_into().unwrap());
     let packed = &buf[10..];
-    let mask = if width == 0 { 0 } else { u64::MAX >> (64 - width) };
+    let mask = if width == 0 {
+        0
+    } else {
+        u64::MAX >> (64 - width)
+    };
     out.push(cur as f64 / p);
     for k in 0..n.saturating_sub(1) {
         let bit = k * width;
@@ -148,7 +152,10 @@ fn main() {
     println!(
         "{blocks} blocks x {rows} rows of one device, best of {rounds} rounds; M values/s decoded (one thread), bytes/value"
     );
-    println!("{:<18} {:>10} {:>10} {:>10} {:>10}", "column", "pco", "pco B/v", "ddb", "ddb B/v");
+    println!(
+        "{:<18} {:>10} {:>10} {:>10} {:>10}",
+        "column", "pco", "pco B/v", "ddb", "ddb B/v"
+    );
     let (mut pco_s, mut ddb_s, mut pco_b, mut ddb_b) = (0f64, 0f64, 0usize, 0usize);
     for (f, name) in NAMES.iter().enumerate() {
         let cols: Vec<&Vec<f64>> = data.iter().map(|b| &b[f]).collect();
@@ -165,13 +172,19 @@ fn main() {
             let t = Instant::now();
             for (b, c) in pco_bufs.iter().zip(&cols) {
                 let d = pco_decode(b);
-                assert!(d.iter().zip(c.iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
+                assert!(d
+                    .iter()
+                    .zip(c.iter())
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
             }
             best_pco = best_pco.min(t.elapsed().as_secs_f64());
             let t = Instant::now();
             for (b, c) in ddb_bufs.iter().zip(&cols) {
                 ddb_decode(b, rows, &mut out);
-                assert!(out.iter().zip(c.iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
+                assert!(out
+                    .iter()
+                    .zip(c.iter())
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
             }
             best_ddb = best_ddb.min(t.elapsed().as_secs_f64());
         }
