@@ -225,3 +225,42 @@ fn the_document_matches_the_daemon() {
         }
     }
 }
+
+/// A query string a route cannot read (a parameter given twice) gets the
+/// route's documented 400 body, not a bare text answer.
+#[test]
+fn an_unreadable_query_string_gets_the_documented_error_body() {
+    let (_d, _store, _run, open) = common::http_daemon(Options::default(), ServerConfig::default());
+    let doc = generated();
+    let mut checked = 0;
+    for (path, m) in operations(&doc) {
+        let op = &doc["paths"][&path][m];
+        let Some(schema) = op["responses"]["400"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        else {
+            continue;
+        };
+        let Some(param) = op["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["in"] == "query"))
+            .and_then(|p| p["name"].as_str())
+        else {
+            continue;
+        };
+        let url = format!("{}?{param}=a&{param}=b", concrete(&path));
+        let r = http_request(open, &m.to_uppercase(), &url, "", b"");
+        assert_eq!(r.status, 400, "{m} {url}: {}", r.body);
+        let body: Value = serde_json::from_str(&r.body)
+            .unwrap_or_else(|e| panic!("{m} {url}: not JSON ({e}): {}", r.body));
+        for key in doc["components"]["schemas"][schema]["required"]
+            .as_array()
+            .unwrap()
+        {
+            let key = key.as_str().unwrap();
+            assert!(body.get(key).is_some(), "{m} {url}: no {key:?} in {body}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} routes checked");
+}

@@ -407,14 +407,7 @@ impl HFileReader {
         if !wanted(&keys) {
             return Ok(None);
         }
-        let peek = |part| {
-            self.cache
-                .peek_part(self.file_id, block, part)
-                .and_then(Entry::bytes)
-        };
-        let mut seq_col = if seq { peek(PART_SEQ) } else { None };
-        let mut fields: Vec<Option<Arc<Vec<u8>>>> =
-            slots.iter().map(|s| peek(field_part(s))).collect();
+        let (mut seq_col, mut fields) = self.cached_columns(block, slots, seq);
         let complete = |seq_col: &Option<Column>, fields: &[Option<Column>]| {
             (!seq || seq_col.is_some()) && fields.iter().all(Option::is_some)
         };
@@ -423,15 +416,8 @@ impl HFileReader {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             // Decoded by another thread while this one waited?
-            if seq && seq_col.is_none() {
-                seq_col = peek(PART_SEQ);
-            }
-            for (f, s) in fields.iter_mut().zip(slots) {
-                if f.is_none() {
-                    *f = peek(field_part(s));
-                }
-            }
-            self.decode_missing(i, read, (seq, &mut seq_col), slots, &mut fields)?;
+            (seq_col, fields) = self.cached_columns(block, slots, seq);
+            self.decode_missing(i, read, seq, &mut seq_col, slots, &mut fields)?;
         }
         Ok(Some(BlockColumns {
             keys,
@@ -443,6 +429,23 @@ impl HFileReader {
         }))
     }
 
+    /// What the cache holds of a block's sequence numbers (when `seq`) and
+    /// `slots` (counts nothing).
+    fn cached_columns(
+        &self,
+        block: u32,
+        slots: &[FieldSlot],
+        seq: bool,
+    ) -> (Option<Column>, Vec<Option<Column>>) {
+        let peek = |part| {
+            self.cache
+                .peek_part(self.file_id, block, part)
+                .and_then(Entry::bytes)
+        };
+        let seq_col = if seq { peek(PART_SEQ) } else { None };
+        (seq_col, slots.iter().map(|s| peek(field_part(s))).collect())
+    }
+
     /// Decode, and cache, what of block `i`'s sequence numbers (when
     /// `seq`) and `slots` is still missing (`None`), from `read` (its
     /// bytes, when the keys were just read) or the file.
@@ -450,7 +453,8 @@ impl HFileReader {
         &self,
         i: usize,
         read: Option<Vec<u8>>,
-        (seq, seq_col): (bool, &mut Option<Column>),
+        seq: bool,
+        seq_col: &mut Option<Column>,
         slots: &[FieldSlot],
         fields: &mut [Option<Column>],
     ) -> Result<()> {

@@ -258,7 +258,9 @@ pub struct AuthError {
 
 fn refuse(status: StatusCode, message: &'static str, v1: bool) -> Response {
     if v1 {
-        let body = serde_json::json!({ "error": message });
+        let body = super::write::InfluxV1Error {
+            error: message.into(),
+        };
         return (status, axum::Json(body)).into_response();
     }
     let code = if status == StatusCode::FORBIDDEN {

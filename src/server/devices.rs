@@ -4,6 +4,7 @@
 //! uses it.
 
 use super::state::{json_error, ApiError, HttpState};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -45,10 +46,17 @@ pub(super) struct Found {
     params(Search),
     responses(
         (status = 200, description = "The devices found", body = Vec<Found>),
-        (status = 400, description = "`limit` out of range", body = ApiError),
+        (status = 400, description = "`limit` out of range or not a number", body = ApiError),
     )
 )]
-pub(super) async fn devices(State(s): State<HttpState>, Query(q): Query<Search>) -> Response {
+pub(super) async fn devices(
+    State(s): State<HttpState>,
+    q: Result<Query<Search>, QueryRejection>,
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
     let limit = q.limit.unwrap_or(LIMIT_DEFAULT);
     if limit == 0 || limit > LIMIT_MAX {
         let m = format!("limit must be 1..={LIMIT_MAX} (got {limit})");

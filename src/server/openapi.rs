@@ -9,9 +9,10 @@
 use super::auth::{route_access, Access, AuthError};
 use super::state::ApiError;
 use axum::http::{header, Method};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use std::sync::OnceLock;
 use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::Response;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
@@ -56,7 +57,7 @@ const SCHEMES: [&str; 3] = ["token", "bearer", "basic"];
     tag = "status",
     responses((status = 200, description = "The OpenAPI document", content(("application/json"))))
 )]
-pub(super) async fn openapi_json() -> Response {
+pub(super) async fn openapi_json() -> axum::response::Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         document_json(),
@@ -145,17 +146,20 @@ fn secure(path: &str, method: &Method, op: &mut Operation) {
     } else {
         "AuthError"
     };
-    let answer = |d: &str| {
-        let content = Content::new(Some(Ref::from_schema_name(body)));
-        ResponseBuilder::new()
-            .description(d)
-            .content("application/json", content)
-            .build()
-    };
     let responses = &mut op.responses.responses;
-    let missing = answer("No token or a wrong one (tokens are configured)");
+    let missing = json_answer("No token or a wrong one (tokens are configured)", body);
     responses.insert("401".into(), missing.into());
     if need == Access::Write {
-        responses.insert("403".into(), answer("A read-only token").into());
+        responses.insert("403".into(), json_answer("A read-only token", body).into());
     }
+}
+
+/// A response described by `description` whose body is JSON of the
+/// component schema `schema`.
+pub(super) fn json_answer(description: &str, schema: &str) -> Response {
+    let content = Content::new(Some(Ref::from_schema_name(schema)));
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", content)
+        .build()
 }

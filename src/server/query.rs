@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use tokio::sync::mpsc;
 use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::{Content, Ref, RefOr};
+use utoipa::openapi::{Content, RefOr};
 
 /// Bytes gathered before a chunk is sent to the client.
 const CHUNK_BYTES: usize = 64 << 10;
@@ -45,13 +45,7 @@ impl utoipa::IntoResponses for RowAnswers {
             ResponseBuilder::new().description("The rows, in the format asked for"),
             |r, f| r.content(f.content_type(), Content::default()),
         );
-        let error = |d: &str| {
-            let body = Content::new(Some(Ref::from_schema_name("ApiError")));
-            ResponseBuilder::new()
-                .description(d)
-                .content("application/json", body)
-                .build()
-        };
+        let error = |d: &str| super::openapi::json_answer(d, "ApiError");
         BTreeMap::from([
             ("200".to_string(), rows.build().into()),
             (

@@ -1,6 +1,6 @@
 //! The HTTP routes, one file per group, all behind the auth layer. Every
 //! route is added here through `routes!`, which also puts it in the
-//! OpenAPI document ([`super::openapi`]); `tests/docs.rs` refuses a route
+//! OpenAPI document ([`super::openapi`]); `tests/openapi.rs` refuses a route
 //! added any other way.
 
 use super::state::{HttpState, WRITE_BODY_MAX};

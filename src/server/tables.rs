@@ -5,6 +5,7 @@ use crate::error::Error;
 use crate::schema::{
     parse_duration_ms, BlockEncoding, Compression, Field, FieldType, TableOptions, TableSchema,
 };
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -202,8 +203,14 @@ pub(super) async fn create_table(State(s): State<HttpState>, body: axum::body::B
         (status = 503, description = "The store is busy or its write path stopped", body = ApiError),
     )
 )]
-pub(super) async fn flush(State(s): State<HttpState>, Query(q): Query<FlushParams>) -> Response {
-    let table = q.table;
+pub(super) async fn flush(
+    State(s): State<HttpState>,
+    q: Result<Query<FlushParams>, QueryRejection>,
+) -> Response {
+    let table = match q {
+        Ok(Query(q)) => q.table,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
     let done = tokio::task::spawn_blocking(move || {
         s.store.flush_tables(table.as_deref())?;
         Ok::<_, Error>(s.store.stats())

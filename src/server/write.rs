@@ -5,6 +5,7 @@
 use super::state::{failure_of, with_retry_after, HttpState, WRITE_BODY_MAX};
 use crate::ingest::lineproto::{self, Precision};
 use crate::Durability;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -28,7 +29,7 @@ pub(super) struct InfluxError {
 /// A refused write, in InfluxDB 1.x's shape (`POST /write`).
 #[derive(Serialize, ToSchema)]
 pub(super) struct InfluxV1Error {
-    error: String,
+    pub(super) error: String,
 }
 
 /// An error in InfluxDB's JSON shape: 2.x's `{"code", "message", "line"}`,
@@ -49,6 +50,12 @@ fn influx_error(
         line,
     };
     (status, Json(body)).into_response()
+}
+
+/// A query string the parameters cannot be read from (a parameter given
+/// twice, say), in the route's error shape.
+fn bad_query(v1: bool, e: QueryRejection) -> Response {
+    influx_error(v1, StatusCode::BAD_REQUEST, "invalid", e.body_text(), None)
 }
 
 /// `POST /api/v2/write`'s parameters.
@@ -111,10 +118,14 @@ pub(super) struct V1Params {
 )]
 pub(super) async fn write_v2(
     State(s): State<HttpState>,
-    Query(q): Query<V2Params>,
+    q: Result<Query<V2Params>, QueryRejection>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(false, e),
+    };
     let opts = (q.precision.as_deref(), q.durability.as_deref());
     write_lines(s, opts, headers, body, false).await
 }
@@ -140,10 +151,14 @@ pub(super) async fn write_v2(
 )]
 pub(super) async fn write_v1(
     State(s): State<HttpState>,
-    Query(q): Query<V1Params>,
+    q: Result<Query<V1Params>, QueryRejection>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(true, e),
+    };
     if q.db.as_deref().is_none_or(|d| d.is_empty()) {
         let m = "database is required (db=…; any name: telestore has one namespace)";
         return influx_error(true, StatusCode::BAD_REQUEST, "invalid", m.into(), None);
