@@ -1,9 +1,11 @@
-//! Guards the columnar block format (HFile version 2, block kind 2,
+//! Guards the columnar block format (HFile versions 2 and 3, block kind 2,
 //! `formats/hfile.md` § Columnar block body) against drift: the fixtures in
-//! `formats/fixtures/hfile_v2/` are decoded here by hand at the documented
-//! offsets — trailer, info, index, block header, chunk framing, runs,
-//! timestamp differences, constant / bit / raw chunks — using `pco`,
-//! `zstd` and `crc32c` directly, never the telestore decoders, and the
+//! `formats/fixtures/hfile_v2/` (written before decimal chunks, kept to
+//! prove they still read) and `hfile_v3/` are decoded here by hand at the
+//! documented offsets — trailer, info, index, block header, chunk framing,
+//! runs, timestamp differences, constant / bit / raw / decimal chunks —
+//! using `pco`, `zstd` and `crc32c` directly, never the telestore
+//! decoders, and the
 //! cells must equal what the generator wrote. A second set of checks makes
 //! sure the crate reads the same bytes, mixed files and version 1 files
 //! included, and that damage gives typed errors naming file and offset.
@@ -27,8 +29,22 @@ use telestore::{Compression, Field, FieldType, TableOptions, TableSchema};
 const T0_MS: i64 = 1_796_083_200_000;
 const CREATED_MS: i64 = T0_MS + 60_000;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/fixtures/hfile_v2")
+/// The version the writer writes columnar files as.
+const VERSION: u32 = 3;
+
+fn fixtures(version: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("formats/fixtures/hfile_v{version}"))
+}
+
+/// Every fixture file: version 2 (the first columnar files) and 3.
+fn all() -> Vec<(u32, Fixture)> {
+    vec![
+        (2, small()),
+        (2, fleet()),
+        (3, small()),
+        (3, fleet()),
+        (3, sensor()),
+    ]
 }
 
 /// One cell: `(device, ts, seq, kind, field bytes)`.
@@ -108,6 +124,51 @@ fn fleet() -> Fixture {
     }
 }
 
+/// Two trucks × 400 readings every 10 s as sensors report them: a
+/// latitude at 5 decimals and an elevation in whole metres (decimal
+/// chunks), and a reading at full precision (pco or raw).
+fn sensor() -> Fixture {
+    let schema = TableSchema::new(
+        "sensor",
+        vec![
+            Field::new("latitude", FieldType::F64),
+            Field::new("elevation", FieldType::F64),
+            Field::new("raw", FieldType::F64),
+        ],
+        TableOptions::default(),
+    )
+    .unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut cells = Vec::new();
+    let mut seq = 0;
+    for d in [11u64, 12] {
+        let (mut lat, mut elev) = (4_512_345i64 + d as i64 * 100_000, 300i64);
+        for i in 0..400i64 {
+            seq += 1;
+            lat += (next() % 201) as i64 - 100;
+            elev += (next() % 11) as i64 - 5;
+            let mut f = (lat as f64 / 1e5).to_le_bytes().to_vec();
+            f.extend_from_slice(&(elev as f64).to_le_bytes());
+            f.extend_from_slice(&((next() >> 11) as f64 / (1u64 << 53) as f64).to_le_bytes());
+            cells.push((d, T0_MS + i * 10_000, seq, 1, f));
+        }
+    }
+    cells.sort_by_key(|c| (key::encode(DeviceId(c.0), c.1), std::cmp::Reverse(c.2)));
+    Fixture {
+        name: "sensor.hfile",
+        schema,
+        compression: Compression::Zstd(3),
+        cells,
+        tombstones: vec![],
+    }
+}
+
 fn raw_cell(c: &Cell) -> Vec<u8> {
     let mut out = Vec::new();
     let kind = CellKind::from_code(c.3).unwrap();
@@ -134,12 +195,13 @@ fn write(f: &Fixture, path: &Path, encoding: BlockEncoding, mixed: bool) {
 }
 
 #[test]
-#[ignore = "writes formats/fixtures/hfile_v2/; run on purpose after a format change"]
+#[ignore = "writes formats/fixtures/hfile_v3/; run on purpose after a format change"]
 fn regenerate_columnar_fixtures() {
-    std::fs::create_dir_all(fixtures()).unwrap();
-    for f in [small(), fleet()] {
-        std::fs::remove_file(fixtures().join(f.name)).ok();
-        write(&f, &fixtures().join(f.name), BlockEncoding::Columnar, false);
+    let dir = fixtures(VERSION);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in [small(), fleet(), sensor()] {
+        std::fs::remove_file(dir.join(f.name)).ok();
+        write(&f, &dir.join(f.name), BlockEncoding::Columnar, false);
     }
 }
 
@@ -171,11 +233,22 @@ fn hand_chunk(b: &[u8], at: usize) -> (u8, Vec<u8>, usize) {
     (codec, inner, at + 10 + stored_len)
 }
 
-/// `n` little-endian values of `width` bytes from a chunk (pco through the
-/// pco crate itself).
-fn hand_values(codec: u8, inner: &[u8], n: usize, width: usize, ty: u8) -> Vec<Vec<u8>> {
+/// `n` little-endian values of `width` bytes from a chunk of a block whose
+/// runs have `runs` cells (pco through the pco crate itself).
+fn hand_values(
+    codec: u8,
+    inner: &[u8],
+    n: usize,
+    width: usize,
+    ty: u8,
+    runs: &[usize],
+) -> Vec<Vec<u8>> {
     let flat: Vec<u8> = match codec {
         0 => inner.to_vec(),
+        4 => {
+            assert_eq!(ty, 1, "decimal chunks hold f64 fields");
+            le(hand_decimal(inner, runs), |x| x.to_le_bytes().to_vec())
+        }
         1 => inner.repeat(n),
         3 => (0..n).map(|i| (inner[i / 8] >> (i % 8)) & 1).collect(),
         2 => match ty {
@@ -203,23 +276,58 @@ fn hand_values(codec: u8, inner: &[u8], n: usize, width: usize, ty: u8) -> Vec<V
     flat.chunks(width).map(<[u8]>::to_vec).collect()
 }
 
+/// A decimal chunk, bit by bit: `e | fw | dw | first i64 | firsts | deltas`.
+fn hand_decimal(b: &[u8], runs: &[usize]) -> Vec<f64> {
+    let (e, fw, dw) = (b[0] as usize, b[1] as usize, b[2] as usize);
+    let firsts_len = ((runs.len() - 1) * fw).div_ceil(8);
+    let n: usize = runs.iter().sum();
+    assert_eq!(
+        b.len(),
+        11 + firsts_len + ((n - runs.len()) * dw).div_ceil(8)
+    );
+    // Value k of a stream: bits k*w .. (k+1)*w, bit j is bit j%8 of byte j/8.
+    let take = |stream: &[u8], k: usize, w: usize| -> i64 {
+        let z = (0..w).fold(0u64, |z, j| {
+            let bit = k * w + j;
+            z | (u64::from(stream[bit / 8] >> (bit % 8) & 1) << j)
+        });
+        (z >> 1) as i64 ^ -((z & 1) as i64)
+    };
+    let (firsts, deltas) = b[11..].split_at(firsts_len);
+    let mut first = i64::from_le_bytes(b[3..11].try_into().unwrap());
+    let (mut out, mut k) = (Vec::new(), 0);
+    for (r, &count) in runs.iter().enumerate() {
+        if r > 0 {
+            first += take(firsts, r - 1, fw);
+        }
+        let mut i = first;
+        out.push(i as f64 / 10f64.powi(e as i32));
+        for _ in 1..count {
+            i += take(deltas, k, dw);
+            k += 1;
+            out.push(i as f64 / 10f64.powi(e as i32));
+        }
+    }
+    out
+}
+
 fn le<T>(xs: Vec<T>, f: impl Fn(T) -> Vec<u8>) -> Vec<u8> {
     xs.into_iter().flat_map(f).collect()
 }
 
-/// Decode a whole version 2 file by hand: the cells of every block, and
-/// the codec of every chunk.
-fn hand_decode_codecs(b: &[u8]) -> (Vec<Cell>, Vec<u8>) {
+/// Decode a whole version 2 or 3 file by hand: the cells of every block,
+/// and the codec of every chunk.
+fn hand_decode_codecs(b: &[u8], version: u32) -> (Vec<Cell>, Vec<u8>) {
     let t = b.len() - 76;
     assert_eq!(&b[t..t + 4], b"TSHF");
-    assert_eq!(u32_at(b, t + 4), 2, "version 2");
+    assert_eq!(u32_at(b, t + 4), version);
     assert_eq!(u32_at(b, t + 72), crc32c::crc32c(&b[t..t + 72]));
     let (index_at, info_at, info_len) = (
         u64_at(b, t + 8) as usize,
         u64_at(b, t + 40) as usize,
         u32_at(b, t + 48),
     );
-    assert_eq!(info_len, 110, "info section of version 2");
+    assert_eq!(info_len, 110, "info section of versions 2 and 3");
     let info = &b[info_at..info_at + 110];
     assert_eq!(info[109], 1, "encoding columnar");
     let fields_width = u32_at(info, 8) as usize;
@@ -258,17 +366,21 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
         "runs: raw, 22 bytes each"
     );
     codecs.push(codec);
+    let lens: Vec<usize> = run_bytes
+        .chunks(22)
+        .map(|r| u32_at(r, 10) as usize)
+        .collect();
     let (codec, heads, at) = hand_chunk(body, at);
     assert_eq!(codec, 0, "heads: raw");
     codecs.push(codec);
     let (codec, deltas, at) = hand_chunk(body, at);
-    let deltas = hand_values(codec, &deltas, n - runs, 8, 3);
+    let deltas = hand_values(codec, &deltas, n - runs, 8, 3, &lens);
     codecs.push(codec);
     let (codec, seqs, at) = hand_chunk(body, at);
-    let seqs = hand_values(codec, &seqs, n, 8, 5);
+    let seqs = hand_values(codec, &seqs, n, 8, 5, &lens);
     codecs.push(codec);
     let (codec, kinds, mut at) = hand_chunk(body, at);
-    let kinds = hand_values(codec, &kinds, n, 1, 7);
+    let kinds = hand_values(codec, &kinds, n, 1, 7, &lens);
     codecs.push(codec);
     let mut cols = Vec::new();
     for _ in 0..fields {
@@ -279,7 +391,7 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
             _ => 1,
         };
         let (codec, inner, next) = hand_chunk(body, at + 1);
-        cols.push(hand_values(codec, &inner, n, width, ty));
+        cols.push(hand_values(codec, &inner, n, width, ty, &lens));
         codecs.push(codec);
         at = next;
     }
@@ -326,26 +438,43 @@ fn hand_block(body: &[u8], n: usize, codecs: &mut Vec<u8>) -> Vec<Cell> {
 
 #[test]
 fn columnar_fixtures_follow_the_spec() {
-    // Codecs: 0 raw, 1 const, 2 pco, 3 bits; runs, heads, ts, seq, kind,
-    // fields.
-    let want: [&[u8]; 2] = [&[0, 0, 0, 0, 0, 0], &[0, 0, 1, 2, 1, 2, 2, 3]];
-    for (f, want) in [small(), fleet()].into_iter().zip(want) {
-        let b = std::fs::read(fixtures().join(f.name)).unwrap();
-        let (cells, codecs) = hand_decode_codecs(&b);
-        assert_eq!(cells, f.cells, "{}", f.name);
-        assert_eq!(codecs, want, "{}", f.name);
+    // Codecs: 0 raw, 1 const, 2 pco, 3 bits, 4 decimal; runs, heads, ts,
+    // seq, kind, fields.
+    let small: &[u8] = &[0, 0, 0, 0, 0, 0];
+    let want: [&[u8]; 5] = [
+        small,
+        &[0, 0, 1, 2, 1, 2, 2, 3],
+        small,
+        // temp's period of 50 values is pco's: decimal would be bigger.
+        &[0, 0, 1, 2, 1, 2, 2, 3],
+        &[0, 0, 1, 2, 1, 4, 4, 2],
+    ];
+    for ((version, f), want) in all().into_iter().zip(want) {
+        let b = std::fs::read(fixtures(version).join(f.name)).unwrap();
+        let (cells, codecs) = hand_decode_codecs(&b, version);
+        assert_eq!(cells, f.cells, "v{version} {}", f.name);
+        assert_eq!(codecs, want, "v{version} {}", f.name);
     }
 }
 
 #[test]
 fn the_writer_reproduces_the_small_fixture() {
     // Every chunk of the small fixture is raw or constant (pco would be
-    // bigger), so its bytes depend on no codec's version.
+    // bigger), so its bytes depend on no codec's version; the version 2
+    // file differs from it in the trailer's version and CRC alone.
     let f = small();
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("f.hfile");
     write(&f, &p, BlockEncoding::Columnar, false);
-    assert!(std::fs::read(&p).unwrap() == std::fs::read(fixtures().join(f.name)).unwrap());
+    let now = std::fs::read(&p).unwrap();
+    assert!(now == std::fs::read(fixtures(VERSION).join(f.name)).unwrap());
+    let v2 = std::fs::read(fixtures(2).join(f.name)).unwrap();
+    let differ: Vec<usize> = (0..now.len()).filter(|&i| now[i] != v2[i]).collect();
+    let t = now.len() - 76;
+    assert!(
+        differ.iter().all(|&i| i == t + 4 || i >= t + 72),
+        "{differ:?}"
+    );
 }
 
 fn open(p: &Path, f: &Fixture) -> telestore::Result<HFileReader> {
@@ -373,8 +502,8 @@ fn crate_cells(r: &HFileReader) -> telestore::Result<Vec<Cell>> {
 
 #[test]
 fn columnar_fixtures_are_accepted_by_the_crate() {
-    for f in [small(), fleet()] {
-        let p = fixtures().join(f.name);
+    for (version, f) in all() {
+        let p = fixtures(version).join(f.name);
         let r = open(&p, &f).unwrap();
         assert_eq!(r.info().encoding, BlockEncoding::Columnar);
         assert_eq!(crate_cells(&r).unwrap(), f.cells, "{}", f.name);
@@ -408,7 +537,7 @@ fn mixed_files_read_like_one_encoding() {
         let version = u32_at(&b, b.len() - 72);
         assert_eq!(
             version,
-            if mixed { 2 } else { 1 },
+            if mixed { VERSION } else { 1 },
             "{encoding} mixed {mixed}"
         );
         if mixed {
@@ -421,7 +550,7 @@ fn mixed_files_read_like_one_encoding() {
 #[test]
 fn damaged_columnar_blocks_are_typed_errors() {
     let f = fleet();
-    let src = std::fs::read(fixtures().join(f.name)).unwrap();
+    let src = std::fs::read(fixtures(VERSION).join(f.name)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("0000000000000009.hfile");
     let first = {
@@ -481,7 +610,7 @@ fn fix_index_crc(b: &mut [u8], i: usize, crc: u32) {
 #[test]
 fn concurrent_readers_of_a_block_share_one_decode() {
     let f = fleet();
-    let p = fixtures().join(f.name);
+    let p = fixtures(VERSION).join(f.name);
     let slots = telestore::hfile::columns::slots_of(&f.schema, &[0, 1, 2]).unwrap();
     for round in 0..20 {
         let r = Arc::new(open(&p, &f).unwrap());

@@ -1111,7 +1111,7 @@ fn hfile_corruption_is_handled_as_specified() {
     assert_corrupt_at(r, HFILE_NAME, 0);
     // Intact checksums, bad contents.
     let r = open_changed(&p, |b| {
-        b[450 + 4] = 3;
+        b[450 + 4] = 4;
         fix_hfile_checksums(b);
     });
     assert!(
@@ -1119,7 +1119,7 @@ fn hfile_corruption_is_handled_as_specified() {
             r,
             Err(Error::UnsupportedVersion {
                 what: "hfile",
-                version: 3
+                version: 4
             })
         ),
         "{r:?}"

@@ -333,6 +333,11 @@ fn columnar_bodies() -> Vec<Vec<u8>> {
         );
         out.push(b);
     }
+    let decimal = |b: &Vec<u8>| {
+        let stats = columnar::describe(&b[2..]).expect("valid");
+        stats.iter().any(|c| c.codec == columnar::CODEC_DECIMAL)
+    };
+    assert!(out.iter().any(decimal), "a seed with a decimal chunk");
     out
 }
 

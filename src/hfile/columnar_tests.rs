@@ -171,6 +171,33 @@ fn constant_and_bits_columns_are_chosen() {
 }
 
 #[test]
+fn decimal_is_chosen_for_sensor_readings() {
+    // Three devices' walks at 5 decimals in the one f64 field, as a
+    // compaction merges them; the codec is for f64 fields only.
+    let mut v = [4_512_345i64, -7_300_001, 12];
+    let rows: Vec<_> = (0..3000)
+        .map(|i| {
+            let d = i % 3;
+            v[d] += (i as i64 * 7919) % 41 - 20;
+            let x = v[d] as f64 / 1e5;
+            (d as u64, 10_000 * i as i64, i as u64, false, x.to_bits())
+        })
+        .collect();
+    let raw = cells(&mut rows.clone());
+    round_trip(&raw);
+    for cfg in configs() {
+        let mut body = Vec::new();
+        encode(&raw, WIDTH, &TYPES, cfg, &mut body).unwrap();
+        let s = describe(&body).unwrap();
+        assert_eq!(s[5].codec, CODEC_DECIMAL, "{cfg:?}: {s:?}");
+        let others = s.iter().enumerate().filter(|(i, _)| *i != 5);
+        assert!(others.into_iter().all(|(_, c)| c.codec != CODEC_DECIMAL));
+        // 6 bits per difference of at most 20, a few bytes per run.
+        assert!(s[5].bytes < 3000 * 6 / 8 + 64, "{cfg:?}: {s:?}");
+    }
+}
+
+#[test]
 fn damaged_bodies_are_errors_not_panics() {
     let rows: Vec<_> = (0..300)
         .map(|i| {

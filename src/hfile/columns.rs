@@ -7,8 +7,8 @@
 //! result is the same, and nothing is turned back into row-major cells.
 
 use super::columnar::{
-    gather, run_count, take_chunk, take_prologue, values, KIND_OFFSET, RUN_KEY_LEN, RUN_LEN,
-    SEQ_OFFSET,
+    field_values, gather, run_count, take_chunk, take_prologue, values, KIND_OFFSET, RUN_KEY_LEN,
+    RUN_LEN, SEQ_OFFSET,
 };
 use crate::cell::{CellKind, CELL_HEAD_LEN};
 use crate::error::{Error, Result};
@@ -250,7 +250,8 @@ pub fn decode_parts(body: &[u8], cells: usize, width: usize, want: Want<'_>) -> 
             {
                 return Err(bad(format!("field {i} is not where the table has it")));
             }
-            let v = values(take_chunk(&mut r, cells * t.width())?, t, cells)?;
+            let c = take_chunk(&mut r, cells * t.width())?;
+            let v = field_values(c, t, cells, &p.runs)?;
             for j in wanted {
                 found[j] = Some(v.clone());
             }

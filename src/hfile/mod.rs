@@ -6,6 +6,7 @@ pub mod block;
 pub mod bloom;
 pub mod columnar;
 pub mod columns;
+pub mod decimal;
 pub mod reader;
 pub mod sections;
 pub mod stats;

@@ -9,12 +9,16 @@ use crate::schema::BlockEncoding;
 use crate::util::bin::{crc, le_u32, BinReader, BinWriter};
 
 pub const TRAILER_MAGIC: [u8; 4] = *b"TSHF";
-/// Current version: columnar blocks and the info section's `encoding`.
-pub const HFILE_VERSION: u32 = 2;
+/// Current version of a file with columnar blocks: version 2 plus the
+/// decimal chunk codec (4), which a version 2 reader does not know.
+pub const HFILE_VERSION: u32 = 3;
+/// The first version with columnar blocks and the info section's
+/// `encoding` (still read; never holds decimal chunks).
+pub const HFILE_VERSION_COLUMNAR: u32 = 2;
 /// The version a file of row-major blocks only is written as (byte for
 /// byte the format before columnar blocks, so older readers read it).
 pub const HFILE_VERSION_ROWS: u32 = 1;
-/// Info section length in version 1 and in version 2.
+/// Info section length in version 1 and in versions 2 and 3.
 pub const INFO_LEN_V1: usize = 109;
 pub const INFO_LEN_V2: usize = 110;
 pub const TRAILER_LEN: usize = 76;
@@ -37,7 +41,7 @@ pub struct SectionRef {
 /// The trailer: the four sections, in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Trailer {
-    /// [`HFILE_VERSION_ROWS`] or [`HFILE_VERSION`].
+    /// [`HFILE_VERSION_ROWS`], [`HFILE_VERSION_COLUMNAR`] or [`HFILE_VERSION`].
     pub version: u32,
     pub index: SectionRef,
     pub bloom: SectionRef,
@@ -76,7 +80,7 @@ impl Trailer {
             return Err(Error::checksum(0, expected, actual));
         }
         let version = le_u32(b, 4);
-        if version != HFILE_VERSION && version != HFILE_VERSION_ROWS {
+        if !(HFILE_VERSION_ROWS..=HFILE_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 what: "hfile",
                 version,
@@ -213,7 +217,7 @@ impl FileInfo {
             .u64(self.min_seq)
             .u64(self.max_seq)
             .i64(self.created_ms);
-        if version >= HFILE_VERSION {
+        if version >= HFILE_VERSION_COLUMNAR {
             w.u8(self.encoding.code());
         }
         w.into_inner()
@@ -239,7 +243,7 @@ impl FileInfo {
             created_ms: r.i64()?,
             encoding: BlockEncoding::Rows,
         };
-        if version >= HFILE_VERSION {
+        if version >= HFILE_VERSION_COLUMNAR {
             i.encoding = BlockEncoding::from_code(r.u8()?)?;
         }
         r.finish()?;

@@ -3,7 +3,7 @@
 //! columnar block, summed per column, with the codecs that were chosen.
 
 use super::block::{decode_header, BLOCK_HEADER_LEN, BLOCK_KIND_COLUMNAR};
-use super::columnar::{describe, CODEC_BITS, CODEC_CONST, CODEC_PCO, CODEC_RAW};
+use super::columnar::{describe, CODEC_BITS, CODEC_CONST, CODEC_DECIMAL, CODEC_PCO, CODEC_RAW};
 use super::reader::parse_sections;
 use super::sections::{Trailer, TRAILER_LEN};
 use crate::error::{Error, Result};
@@ -33,6 +33,7 @@ fn codec_name(codec: u8, outer: u8) -> String {
         CODEC_CONST => "const",
         CODEC_PCO => "pco",
         CODEC_BITS => "bits",
+        CODEC_DECIMAL => "decimal",
         _ => "?",
     };
     match outer {

@@ -100,7 +100,7 @@ pub enum BlockEncoding {
     /// Whole cells one after the other, then the table's compression.
     Rows,
     /// Keys as runs, each field its own column with a numeric codec (the
-    /// default for new tables: about 5× smaller, faster scans and
+    /// default for new tables: about 6× smaller, faster scans and
     /// exports; see `benches/RESULTS.md`).
     #[default]
     Columnar,
