@@ -218,7 +218,9 @@ fn sensor_cells(devices: u64, rounds: u64) -> (Vec<u8>, u32) {
 /// Rows vs columnar blocks of the sensor fleet, per cell: a rows block as
 /// the writer cuts it at 64 KiB (8 trucks × 100 readings = 800 cells),
 /// a columnar block at 4,096 cells (4 trucks × 1,024 readings); for
-/// columnar also the run heads alone (what `latest` reads).
+/// columnar also the run heads alone (what `latest` reads). `pco4`/`pco8`
+/// name the pco level of the columns that stay pco; since HFile v3 the
+/// sensor readings' f64 columns are mostly decimal chunks.
 fn bench_columnar(c: &mut Criterion) {
     let width = cell::cell_width(readings_fields_width());
     let types = [FieldType::F64; 7];
