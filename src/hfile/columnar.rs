@@ -12,8 +12,10 @@
 //! device), each with its length and first reversed timestamp; the other
 //! timestamps as differences from the previous row of the run. The first
 //! cell of each run is also kept whole ("heads"), so `latest` reads a
-//! device's newest row without decoding any column. Numeric
-//! columns go through `pco`; a column of one repeated value is stored once;
+//! device's newest row without decoding any column. f64 columns of
+//! decimals take the decimal codec ([`super::decimal`]) where it is about
+//! as small as pco; other numeric columns go through `pco`; a column of one
+//! repeated value is stored once;
 //! bytes that are all 0 or 1 are stored as bits. The table's compression
 //! goes on top of a chunk only where it makes the chunk smaller. Decoding
 //! gives back the row-major cells bit for bit.
