@@ -8,24 +8,14 @@ mod common;
 use common::{http_request, HttpAnswer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use telestore::server::auth::{Access, Tokens};
-use telestore::server::{Running, ServerConfig};
-use telestore::{Options, Store};
+use telestore::server::Running;
+use telestore::Store;
 
 const SPEC: &str = r#"{"name":"m","fields":[{"name":"v","type":"f64"}]}"#;
 const LINE: &str = "m,device=d1 v=1.5 1700000000000\n";
 
 fn server(metrics_public: bool) -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {
-    let tokens = Tokens::single("w-secret")
-        .unwrap()
-        .with("r-secret", Access::Read)
-        .unwrap();
-    let cfg = ServerConfig {
-        tokens,
-        metrics_public,
-        ..ServerConfig::default()
-    };
-    common::http_daemon(Options::default(), cfg)
+    common::token_daemon(metrics_public)
 }
 
 fn with_auth(h: SocketAddr, method: &str, path: &str, auth: &str, body: &str) -> HttpAnswer {

@@ -11,7 +11,6 @@ mod common;
 use common::http_request;
 use serde_json::Value;
 use std::path::Path;
-use telestore::server::auth::{Access, Tokens};
 use telestore::server::ServerConfig;
 use telestore::Options;
 
@@ -165,16 +164,7 @@ fn the_document_matches_the_daemon() {
     assert_eq!(served.status, 200);
     assert_eq!(served.body, telestore::server::openapi_json());
 
-    let tokens = Tokens::single("w-secret")
-        .unwrap()
-        .with("r-secret", Access::Read)
-        .unwrap();
-    let cfg = ServerConfig {
-        tokens,
-        metrics_public: false,
-        ..ServerConfig::default()
-    };
-    let (_d2, _store2, _run2, locked) = common::http_daemon(Options::default(), cfg);
+    let (_d2, _store2, _run2, locked) = common::token_daemon(false);
 
     for (path, m) in operations(&doc) {
         let at = format!("{m} {path}");

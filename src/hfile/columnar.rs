@@ -602,12 +602,12 @@ pub(super) fn values(c: Chunk, t: FieldType, cells: usize) -> Result<Vec<u8>> {
             .map(|i| (c.inner[i / 8] >> (i % 8)) & 1)
             .collect()),
         CODEC_PCO => match t {
-            FieldType::F64 => unpco::<f64>(&c.inner, cells, w),
-            FieldType::F32 => unpco::<f32>(&c.inner, cells, w),
-            FieldType::I64 => unpco::<i64>(&c.inner, cells, w),
-            FieldType::I32 => unpco::<i32>(&c.inner, cells, w),
-            FieldType::U64 => unpco::<u64>(&c.inner, cells, w),
-            FieldType::U32 => unpco::<u32>(&c.inner, cells, w),
+            FieldType::F64 => unpco::<f64>(&c.inner, cells),
+            FieldType::F32 => unpco::<f32>(&c.inner, cells),
+            FieldType::I64 => unpco::<i64>(&c.inner, cells),
+            FieldType::I32 => unpco::<i32>(&c.inner, cells),
+            FieldType::U64 => unpco::<u64>(&c.inner, cells),
+            FieldType::U32 => unpco::<u32>(&c.inner, cells),
             FieldType::Bool => Err(bad("pco")),
         },
         CODEC_RAW | CODEC_CONST | CODEC_BITS => Err(bad("mis-sized")),
@@ -626,35 +626,28 @@ pub(super) fn field_values(c: Chunk, t: FieldType, cells: usize, runs: &[u8]) ->
     if c.codec != CODEC_DECIMAL || t != FieldType::F64 {
         return values(c, t, cells);
     }
-    let mut out = vec![0u8; cells * 8];
-    // As in `unpco`: straight into the output when it is aligned.
-    if cfg!(target_endian = "little") {
-        if let Ok(xs) = bytemuck::try_cast_slice_mut::<u8, f64>(&mut out) {
-            decimal::decode(&c.inner, runs, xs)?;
-            return Ok(out);
-        }
-    }
-    let mut xs = vec![0f64; cells];
-    decimal::decode(&c.inner, runs, &mut xs)?;
-    for (x, b) in xs.into_iter().zip(out.chunks_exact_mut(8)) {
-        x.write(b);
-    }
-    Ok(out)
+    decode_lanes::<f64>(cells, |xs| decimal::decode(&c.inner, runs, xs))
 }
 
-fn unpco<T: Lane>(src: &[u8], n: usize, w: usize) -> Result<Vec<u8>> {
+fn unpco<T: Lane>(src: &[u8], n: usize) -> Result<Vec<u8>> {
+    decode_lanes::<T>(n, |xs| pco_into(src, xs))
+}
+
+/// `n` values of `T` written by `decode` into a slice, as little-endian
+/// bytes. A little-endian machine holds values as their little-endian
+/// bytes: decode straight into the output when it is aligned for `T` (the
+/// allocator's blocks are), else through a vector of `T`.
+fn decode_lanes<T: Lane>(n: usize, decode: impl FnOnce(&mut [T]) -> Result<()>) -> Result<Vec<u8>> {
+    let w = std::mem::size_of::<T>();
     let mut out = vec![0u8; n * w];
-    // A little-endian machine holds values as their little-endian bytes:
-    // decode straight into the output when it is aligned for `T` (the
-    // allocator's blocks are), else through a vector of `T`.
     if cfg!(target_endian = "little") {
         if let Ok(xs) = bytemuck::try_cast_slice_mut::<u8, T>(&mut out) {
-            pco_into(src, xs)?;
+            decode(xs)?;
             return Ok(out);
         }
     }
     let mut xs = vec![T::default(); n];
-    pco_into(src, &mut xs)?;
+    decode(&mut xs)?;
     for (x, b) in xs.into_iter().zip(out.chunks_exact_mut(w)) {
         x.write(b);
     }

@@ -59,7 +59,8 @@ pub fn encode(raw: &[u8], runs: &[u8]) -> Option<Vec<u8>> {
         .chunks_exact(8)
         .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
         .collect();
-    let (e, ints) = (0..=DECIMAL_EXP_MAX).find_map(|e| scaled(&xs, e).map(|v| (e, v)))?;
+    let mut ints = Vec::with_capacity(xs.len());
+    let e = (0..=DECIMAL_EXP_MAX).find(|&e| scaled(&xs, e, &mut ints))?;
     let mut firsts = Vec::new();
     let mut deltas = Vec::with_capacity(ints.len());
     let (mut at, mut prev_first) = (0, None);
@@ -84,23 +85,24 @@ pub fn encode(raw: &[u8], runs: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// `xs` as integers at exponent `e`, if every value round-trips exactly.
-fn scaled(xs: &[f64], e: u8) -> Option<Vec<i64>> {
+/// Put `xs` as integers at exponent `e` into `out`; false (and `out` not
+/// to be used) unless every value round-trips exactly.
+fn scaled(xs: &[f64], e: u8, out: &mut Vec<i64>) -> bool {
     let p = POW10[usize::from(e)];
-    let mut out = Vec::with_capacity(xs.len());
+    out.clear();
     for &x in xs {
         let i = (x * p).round();
         // NaN and the infinities fail here too.
         if i.is_nan() || i.abs() > INT_MAX {
-            return None;
+            return false;
         }
         let i = i as i64;
         if (i as f64 / p).to_bits() != x.to_bits() {
-            return None;
+            return false;
         }
         out.push(i);
     }
-    Some(out)
+    true
 }
 
 /// Bits needed by the largest of `zs`; `None` past the limit.

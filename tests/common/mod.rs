@@ -190,6 +190,29 @@ pub fn http_daemon(
     (dir, store, run, http)
 }
 
+/// [`http_daemon`] with two tokens: `w-secret` (write) and `r-secret`
+/// (read); `/metrics` open only when `metrics_public`.
+pub fn token_daemon(
+    metrics_public: bool,
+) -> (
+    tempfile::TempDir,
+    std::sync::Arc<Store>,
+    telestore::server::Running,
+    std::net::SocketAddr,
+) {
+    use telestore::server::auth::{Access, Tokens};
+    let tokens = Tokens::single("w-secret")
+        .unwrap()
+        .with("r-secret", Access::Read)
+        .unwrap();
+    let cfg = telestore::server::ServerConfig {
+        tokens,
+        metrics_public,
+        ..telestore::server::ServerConfig::default()
+    };
+    http_daemon(Options::default(), cfg)
+}
+
 /// `telestore serve` on `dir` with both listeners on loopback port 0 (HTTP
 /// on `http_listen`), logging at info to a piped stderr (where
 /// [`logged_http_addr`] finds the address); the caller adds flags and
