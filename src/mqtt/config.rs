@@ -138,6 +138,20 @@ impl MqttConfig {
             if !rumqttc::valid_topic(t) {
                 return Err(bad(format!("dead_letter {t:?} is not a topic")));
             }
+            // A dead letter consumed again would be refused again, wrapped
+            // again, and grow each round until the broker's packet limit.
+            if let Some(s) = self
+                .subscriptions()
+                .into_iter()
+                .find(|s| rumqttc::matches(t, &s.topic))
+            {
+                return Err(bad(format!(
+                    "dead_letter {t:?} matches the subscription {:?}: refused messages would be \
+                     consumed again; pick a topic outside every subscription (e.g. \
+                     \"telestore-dead\")",
+                    s.topic
+                )));
+            }
         }
         for s in self.subscriptions() {
             s.check()
@@ -339,6 +353,20 @@ mod tests {
                     ..MqttConfig::new("mqtt://h")
                 },
                 "dead_letter",
+            ),
+            (
+                MqttConfig {
+                    dead_letter: Some("telestore/dead".into()),
+                    ..MqttConfig::new("mqtt://h")
+                },
+                "matches the subscription \"telestore/+\"",
+            ),
+            (
+                MqttConfig {
+                    dead_letter: Some("fleet/dead".into()),
+                    ..with(vec![Subscription::new("fleet/#", Format::Line)])
+                },
+                "matches the subscription \"fleet/#\"",
             ),
         ] {
             let e = c.validate().unwrap_err().to_string();

@@ -268,7 +268,10 @@ impl Session {
     fn refuse(&mut self, p: &Publish, why: Bad, e: &Error) {
         self.stats.bad[why as usize].fetch_add(1, Relaxed);
         tracing::warn!("mqtt: message on {} refused ({}): {e}", p.topic, why.name());
-        if let Some(dl) = &self.dead_letter {
+        // A message that came from the dead-letter topic itself (a broker
+        // bridge, say: the configuration refuses subscriptions matching it)
+        // is never wrapped a second time.
+        if let Some(dl) = self.dead_letter.as_ref().filter(|dl| **dl != *p.topic) {
             let body = serde_json::json!({
                 "v": super::MQTT_FORMAT_VERSION,
                 "topic": p.topic,
