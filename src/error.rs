@@ -63,6 +63,10 @@ pub enum Error {
     /// The store has been closed.
     #[error("store is closed")]
     Closed,
+    /// A query went past one of the limits every query runs under (its
+    /// time, the memory all queries share, the size of one value).
+    #[error("query stopped: {what} — {message}")]
+    QueryLimit { what: &'static str, message: String },
     /// An operating-system I/O error, with the path it concerned.
     #[error("I/O error on {path}: {source}")]
     Io {

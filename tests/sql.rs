@@ -15,6 +15,7 @@ use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use telestore::query::export::{FileFormat, FileSink};
+use telestore::sql::{QueryLimits, QueryPool};
 use telestore::{Error, Options, Store};
 
 fn fixture() -> (tempfile::TempDir, Arc<Store>, Model) {
@@ -37,14 +38,20 @@ fn run(
     store: &Arc<Store>,
     sql: &str,
 ) -> telestore::Result<Vec<RecordBatch>> {
+    let pool = pool();
     rt.block_on(async {
-        let (_, mut s) = telestore::sql::execute(store, sql).await?;
+        let (_, mut s) = telestore::sql::execute(store, &pool, sql).await?;
         let mut out = Vec::new();
         while let Some(b) = s.next().await {
-            out.push(b.map_err(telestore::sql::error_of)?);
+            out.push(b?);
         }
         Ok(out)
     })
+}
+
+/// A query pool of the daemon's defaults, spilling nowhere.
+fn pool() -> Arc<QueryPool> {
+    QueryPool::new(None, QueryLimits::default()).unwrap()
 }
 
 fn explain(rt: &tokio::runtime::Runtime, store: &Arc<Store>, sql: &str) -> String {
@@ -364,7 +371,7 @@ fn duckdb_agrees_on_telemetry_queries() {
     let save = |name: &str, sql: &str, format: FileFormat| {
         let batches = run(&rt, &store, sql).unwrap();
         let schema = rt
-            .block_on(telestore::sql::plan(&store, sql))
+            .block_on(telestore::sql::plan(&store, &pool(), sql))
             .unwrap()
             .schema()
             .as_arrow()

@@ -7,8 +7,10 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use telestore::server::auth::{Access, Tokens};
 use telestore::server::{start, ServerConfig};
+use telestore::sql::QueryLimits;
 use telestore::{Options, Store};
 
 /// Every option can come from a flag, from `--config FILE` (TOML, same
@@ -25,7 +27,9 @@ pub struct ServeArgs {
     /// subcompactions, background_io_priority, background_write_mib_s,
     /// background_write_auto, compaction_debt_slowdown_mib,
     /// compaction_debt_stop_mib, slowdown_file_count,
-    /// columnar_min_compaction_mib, latest_cache_devices.
+    /// columnar_min_compaction_mib, latest_cache_devices,
+    /// query_timeout_s, queries_max, query_queue_s, query_memory_mib,
+    /// query_spill_mib.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -145,6 +149,28 @@ pub struct ServeArgs {
     /// every acknowledged write) [default: true].
     #[arg(long, value_name = "BOOL")]
     shutdown_flush: Option<bool>,
+    /// A query (HTTP query or export, SQL over HTTP or Flight) running
+    /// longer than this is stopped with a timeout error (HTTP 504, Flight
+    /// DEADLINE_EXCEEDED); 0: no limit [default: 300].
+    #[arg(long, value_name = "SECONDS")]
+    query_timeout_s: Option<u64>,
+    /// Queries running at once; more wait up to --query-queue-s for a
+    /// slot, then are refused as busy (HTTP 503, Flight UNAVAILABLE)
+    /// [default: 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    queries_max: Option<u64>,
+    /// How long a query waits for a slot [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    query_queue_s: Option<u64>,
+    /// Memory all running queries' operators (joins, sorts, groupings)
+    /// share; past it they spill to <dir>/tmp/sql or fail with a memory
+    /// error (HTTP 422) [default: 1024].
+    #[arg(long, value_name = "MIB")]
+    query_memory_mib: Option<usize>,
+    /// Disk all queries' spill files may take in <dir>/tmp/sql (emptied
+    /// at every start) [default: 8192].
+    #[arg(long, value_name = "MIB")]
+    query_spill_mib: Option<u64>,
     #[command(flatten)]
     background: super::background::BackgroundArgs,
 }
@@ -181,6 +207,11 @@ struct ServeFile {
     compaction_debt_stop_mib: Option<u64>,
     slowdown_file_count: Option<usize>,
     columnar_min_compaction_mib: Option<u64>,
+    query_timeout_s: Option<u64>,
+    queries_max: Option<u64>,
+    query_queue_s: Option<u64>,
+    query_memory_mib: Option<usize>,
+    query_spill_mib: Option<u64>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -195,6 +226,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // Listen before anything is served, so an early SIGTERM stops cleanly.
     let mut signals = Signals::new()?;
     let f = load_file(&a.config)?;
+    let queries = query_limits(&a, &f);
     let dir = a
         .dir
         .or(f.dir)
@@ -232,6 +264,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .device_tag
             .or(f.device_tag)
             .unwrap_or_else(|| "device".into()),
+        queries,
         ..ServerConfig::default()
     };
     let mut opts = Options::default();
@@ -312,6 +345,36 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .close()?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// The limits queries run under: flags, then the file, then defaults.
+fn query_limits(a: &ServeArgs, f: &ServeFile) -> QueryLimits {
+    let d = QueryLimits::default();
+    let secs = Duration::from_secs;
+    QueryLimits {
+        timeout: match a.query_timeout_s.or(f.query_timeout_s) {
+            Some(0) => None,
+            Some(s) => Some(secs(s)),
+            None => d.timeout,
+        },
+        concurrent_max: a
+            .queries_max
+            .or(f.queries_max)
+            .map_or(d.concurrent_max, |n| n.clamp(1, 1024) as usize),
+        queue_wait: a
+            .query_queue_s
+            .or(f.query_queue_s)
+            .map_or(d.queue_wait, secs),
+        memory_bytes: a
+            .query_memory_mib
+            .or(f.query_memory_mib)
+            .map_or(d.memory_bytes, |m| m.saturating_mul(1 << 20)),
+        spill_bytes: a
+            .query_spill_mib
+            .or(f.query_spill_mib)
+            .map_or(d.spill_bytes, |m| m.saturating_mul(1 << 20)),
+        ..d
+    }
 }
 
 /// The Flight address: given, `off`, or the default 127.0.0.1:7072.

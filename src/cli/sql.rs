@@ -9,6 +9,8 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use telestore::query::output::{Format, Printer};
+use telestore::sql::pool::spill_dir_of;
+use telestore::sql::{QueryLimits, QueryPool};
 use telestore::Options;
 
 #[derive(Args, Debug)]
@@ -69,15 +71,27 @@ fn embedded<S: BatchSink>(
     make: impl FnOnce(arrow_schema::SchemaRef) -> telestore::Result<S>,
 ) -> Result<()> {
     let store = Arc::new(open_store(dir, Options::default())?);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .thread_name("telestore-sql")
-        .enable_all()
-        .build()
+    // Alone in its process, the query may use every core at normal
+    // priority, with the daemon's memory and spill limits.
+    let limits = QueryLimits {
+        nice: 0,
+        timeout: None,
+        ..QueryLimits::default()
+    };
+    let pool = QueryPool::new(Some(spill_dir_of(dir)), limits.clone())
+        .or_else(|e| {
+            tracing::warn!("no spill directory ({e}): a query that would spill fails instead");
+            QueryPool::new(None, limits)
+        })
         .context("starting the query runtime")?;
-    let res = telestore::sql::run_blocking(rt.handle(), &store, sql, make, |s, b| s.put(&b))
-        .and_then(|s| Box::new(s).done());
-    drop(rt);
+    let res = pool.admit_blocking().and_then(|admission| {
+        let forever = std::future::pending();
+        telestore::sql::run_blocking(&store, &pool, admission, sql, forever, make, |s, b| {
+            s.put(&b)
+        })
+        .and_then(|s| Box::new(s).done())
+    });
+    drop(pool);
     match Arc::try_unwrap(store) {
         Ok(s) => s.close()?,
         Err(_) => tracing::warn!("the store is still in use at exit"),

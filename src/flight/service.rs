@@ -42,6 +42,8 @@ pub struct Service {
     /// Where clients reach this daemon (`grpc+tcp://host:port`), named in
     /// every endpoint; `None`: endpoints name no location ("this service").
     pub location: Option<String>,
+    /// Where SQL runs, and the limits it runs under.
+    pub queries: Arc<crate::sql::QueryPool>,
 }
 
 /// A store error as a gRPC status.
@@ -53,6 +55,13 @@ pub fn status_of(e: &Error) -> Status {
             Status::invalid_argument(m)
         }
         Error::Busy { .. } => Status::unavailable(m),
+        Error::QueryLimit {
+            what: "timeout", ..
+        } => Status::deadline_exceeded(m),
+        Error::QueryLimit {
+            what: "cancelled", ..
+        } => Status::cancelled(m),
+        Error::QueryLimit { .. } => Status::resource_exhausted(m),
         Error::ReadOnly { .. } | Error::Poisoned { .. } | Error::Closed => {
             Status::failed_precondition(m)
         }
@@ -317,7 +326,7 @@ impl Service {
                     .map_err(|e| status_of(&e))?
             }
             Source::Sql(sql) => {
-                let schema = super::sql::schema_of(&self.store, &sql).await?;
+                let schema = super::sql::schema_of(&self.store, &self.queries, &sql).await?;
                 let t = Ticket::Sql(super::ticket::SqlTicket {
                     v: FLIGHT_TICKET_VERSION,
                     sql,
@@ -343,7 +352,7 @@ impl Service {
                 let plan = self.plan_of(&r).map_err(|e| status_of(&e))?;
                 Prepared::new(&self.store, plan).schema()
             }
-            Source::Sql(sql) => super::sql::schema_of(&self.store, &sql).await?,
+            Source::Sql(sql) => super::sql::schema_of(&self.store, &self.queries, &sql).await?,
         };
         let opts = IpcWriteOptions::default();
         let r: SchemaResult = SchemaAsIpc::new(&schema, &opts)
@@ -364,7 +373,7 @@ impl Service {
                 self.stream_plan(Prepared::new(&self.store, plan))
             }
             Ticket::Sql(t) => {
-                let started = super::sql::execute(&self.store, &t.sql).await;
+                let started = super::sql::execute(&self.store, &self.queries, &t.sql).await;
                 let counter = match &started {
                     Ok(_) => &self.stats.sql_queries,
                     Err(_) => &self.stats.sql_failed,

@@ -3,6 +3,7 @@
 //! clients send it), or telestore's own `{"sql": …}` document.
 
 use super::service::status_of;
+use crate::sql::QueryPool;
 use crate::Store;
 use arrow_array::RecordBatch;
 use arrow_flight::error::FlightError;
@@ -42,16 +43,29 @@ pub fn statement_of(cmd: &[u8]) -> Result<Option<String>, Status> {
 }
 
 /// The result schema of `sql` (planned, not run).
-pub async fn schema_of(store: &Arc<Store>, sql: &str) -> Result<SchemaRef, Status> {
-    let df = crate::sql::plan(store, sql)
+pub async fn schema_of(
+    store: &Arc<Store>,
+    pool: &Arc<QueryPool>,
+    sql: &str,
+) -> Result<SchemaRef, Status> {
+    // Planning folds constants (it runs functions): on the query pool's
+    // threads too, not the network's.
+    let (store, pool2, sql) = (store.clone(), pool.clone(), sql.to_string());
+    let planned = pool.handle().spawn(async move {
+        let df = crate::sql::plan(&store, &pool2, &sql).await?;
+        Ok::<_, crate::Error>(Arc::new(df.schema().as_arrow().clone()))
+    });
+    planned
         .await
-        .map_err(|e| status_of(&e))?;
-    Ok(Arc::new(df.schema().as_arrow().clone()))
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| status_of(&e))
 }
 
-/// Run `sql`: its schema and its batches.
+/// Run `sql` on the query pool: its schema and its batches. Dropping the
+/// stream (the client cancelled or went away) stops the query.
 pub async fn execute(
     store: &Arc<Store>,
+    pool: &Arc<QueryPool>,
     sql: &str,
 ) -> Result<
     (
@@ -60,11 +74,11 @@ pub async fn execute(
     ),
     Status,
 > {
-    let (schema, stream) = crate::sql::execute(store, sql)
+    let (schema, stream) = crate::sql::execute(store, pool, sql)
         .await
         .map_err(|e| status_of(&e))?;
     let batches = stream
-        .map_err(|e| FlightError::Tonic(Box::new(status_of(&crate::sql::error_of(e)))))
+        .map_err(|e| FlightError::Tonic(Box::new(status_of(&e))))
         .boxed();
     Ok((schema, batches))
 }

@@ -77,6 +77,46 @@ fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
     r.register_with_unit(name, help, Unit::Bytes, g);
 }
 
+/// The query pool: what runs, what it holds, and how queries ended.
+fn query_metrics(r: &mut Registry, q: &crate::sql::QueryPool) {
+    gauge(
+        r,
+        "queries_running",
+        "Queries holding a slot of the query pool (queries, exports, SQL)",
+        q.running() as f64,
+    );
+    gauge_bytes(
+        r,
+        "query_memory",
+        "Bytes the running queries hold in the memory pool they share",
+        q.memory_used_bytes() as f64,
+    );
+    gauge_bytes(
+        r,
+        "query_spill",
+        "Bytes of query spill files on disk",
+        q.spill_used_bytes() as f64,
+    );
+    let ended = Family::<Labels, Counter>::default();
+    let st = &q.stats;
+    for (outcome, v) in [
+        ("started", &st.started),
+        ("busy", &st.refused_busy),
+        ("timeout", &st.timed_out),
+        ("cancelled", &st.cancelled),
+    ] {
+        ended
+            .get_or_create(&vec![("outcome".into(), outcome.into())])
+            .inc_by(v.load(Relaxed));
+    }
+    r.register(
+        "queries",
+        "Queries by outcome: started (admitted), busy (refused after the queue wait), \
+         timeout, cancelled (the client went away)",
+        ended,
+    );
+}
+
 /// Per-region gauges and counters, labelled by table and region.
 fn region_metrics(r: &mut Registry, store: &Store) {
     let gauges: [(&str, &str, Option<Unit>); 8] = [
@@ -275,6 +315,9 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         stats.connections_total.load(Relaxed),
     );
     mqtt_metrics(&mut r, store, &stats.mqtt);
+    if let Some(q) = stats.queries.get() {
+        query_metrics(&mut r, q);
+    }
     let rejected = Family::<Labels, Counter>::default();
     for c in 1..=12u16 {
         if let Some(code) = ErrorCode::from_u16(c) {

@@ -80,6 +80,9 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
         .local_addr()
         .map_err(|e| Error::io("<listener>", e))?;
     let stats = Arc::new(ServerStats::default());
+    let spill = crate::sql::pool::spill_dir_of(store.dir());
+    let queries = crate::sql::QueryPool::new(Some(spill), cfg.queries.clone())?;
+    let _ = stats.queries.set(queries.clone());
     let (stop, rx) = watch::channel(false);
     let http_addr = match cfg.http_listen {
         Some(a) => {
@@ -97,6 +100,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                     metrics_public: cfg.metrics_public,
                 }),
                 history: history.clone(),
+                queries: queries.clone(),
             };
             let mut stop_http = rx.clone();
             let app = router::router(state);
@@ -132,6 +136,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                 stats: stats.clone(),
                 tokens: cfg.tokens.clone(),
                 location: crate::flight::location_of(bound),
+                queries: queries.clone(),
             };
             let mut stop_flight = rx.clone();
             let done = async move {

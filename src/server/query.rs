@@ -13,12 +13,15 @@ use super::state::{ApiError, HttpState};
 use crate::error::Error;
 use crate::query::output::{Format, Printer};
 use crate::query::{Kind, Params, Plan, Prepared};
+use crate::sql::Admission;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io::Write;
+use std::pin::Pin;
 use tokio::sync::mpsc;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::{Content, RefOr};
@@ -53,7 +56,18 @@ impl utoipa::IntoResponses for RowAnswers {
                 error("A bad parameter (`arg` names it), query or body, or an unknown table")
                     .into(),
             ),
-            ("503".to_string(), error("The store is busy").into()),
+            (
+                "422".to_string(),
+                error("The query went past the shared query memory or the value size limit").into(),
+            ),
+            (
+                "503".to_string(),
+                error("The store is busy, or every query slot stayed taken").into(),
+            ),
+            (
+                "504".to_string(),
+                error("The query ran past its timeout (serve --query-timeout-s)").into(),
+            ),
         ])
     }
 }
@@ -63,6 +77,10 @@ pub(super) fn query_error(e: &Error) -> Response {
         Error::InvalidInput { what, .. } => (StatusCode::BAD_REQUEST, Some(*what)),
         Error::UnknownTable(_) => (StatusCode::BAD_REQUEST, Some("table")),
         Error::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, None),
+        Error::QueryLimit {
+            what: "timeout", ..
+        } => (StatusCode::GATEWAY_TIMEOUT, None),
+        Error::QueryLimit { .. } => (StatusCode::UNPROCESSABLE_ENTITY, None),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
     };
     let arg = arg.map(|a| a.trim_start_matches('-').to_string());
@@ -123,9 +141,7 @@ impl ChunkWriter {
             &mut self.buf,
             Vec::with_capacity(CHUNK_BYTES),
         ));
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| gone())
     }
 
     /// The end of the answer: all of it when nothing was streamed yet.
@@ -142,6 +158,9 @@ impl ChunkWriter {
 
 impl Write for ChunkWriter {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.tx.is_closed() {
+            return Err(gone());
+        }
         self.buf.extend_from_slice(b);
         if self.stream && self.buf.len() >= CHUNK_BYTES {
             self.send()?;
@@ -152,6 +171,18 @@ impl Write for ChunkWriter {
         // Chunks leave when full or at the end (`finish`).
         Ok(())
     }
+}
+
+fn gone() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away")
+}
+
+/// What a query job gets beside its writer: its slot in the query pool
+/// (`None` for a small query run on the connection's thread), and a
+/// future that completes when the client has gone away.
+pub(super) struct Run {
+    pub admission: Option<Admission>,
+    pub gone: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 fn parse_params(uri: &Uri) -> Result<Params, Error> {
@@ -233,27 +264,44 @@ async fn respond(s: HttpState, headers: HeaderMap, p: Params) -> Response {
     };
     let store = s.store.clone();
     let small = is_small(&p);
-    stream_answer(format, small, move |w| {
+    stream_answer(&s, format, small, move |w, run| {
+        let control = run.admission.as_ref().map(|a| a.control.clone());
         let plan = Plan::resolve(&store, &p, store.now_ms())?;
         let prepared = Prepared::new(&store, plan);
         let mut printer = Printer::new(format, prepared.schema(), w)?;
-        prepared.run(&store, &mut |b| printer.write(&b))?;
+        prepared.run(&store, &mut |b| {
+            if let Some(c) = &control {
+                c.check()?;
+            }
+            printer.write(&b)
+        })?;
         printer.finish()?;
         Ok(())
     })
     .await
 }
 
-/// Answer with what `job` writes in `format`: on a blocking thread (on
-/// this one when `small`), sent whole when it fits in a chunk, else
-/// streamed; an error before the first chunk is a proper status.
+/// Answer with what `job` writes in `format`: sent whole when it fits in
+/// a chunk, else streamed; an error before the first chunk is a proper
+/// status. A `small` job runs on this thread; any other waits for a slot
+/// of the query pool (busy: `503`) and runs on one of its threads.
 pub(super) async fn stream_answer(
+    s: &HttpState,
     format: Format,
     small: bool,
-    job: impl FnOnce(&mut dyn Write) -> Result<(), Error> + Send + 'static,
+    job: impl FnOnce(&mut dyn Write, Run) -> Result<(), Error> + Send + 'static,
 ) -> Response {
+    let admission = match small {
+        true => None,
+        false => match s.queries.admit().await {
+            Ok(a) => Some(a),
+            Err(e) => return query_error(&e),
+        },
+    };
     let (start_tx, start_rx) = tokio::sync::oneshot::channel();
     let (tx, rx) = mpsc::channel(CHUNKS_AHEAD);
+    let watch = tx.clone();
+    let gone = Box::pin(async move { watch.closed().await });
     let run = move || {
         let mut w = ChunkWriter {
             start: Some(start_tx),
@@ -261,7 +309,7 @@ pub(super) async fn stream_answer(
             buf: Vec::new(),
             stream: !small,
         };
-        match job(&mut w) {
+        match job(&mut w, Run { admission, gone }) {
             Ok(()) => {
                 if let Err(e) = w.finish() {
                     tracing::warn!("query response aborted: {e}");
@@ -282,7 +330,7 @@ pub(super) async fn stream_answer(
     if small {
         tokio::task::block_in_place(run);
     } else {
-        tokio::task::spawn_blocking(run);
+        s.queries.handle().spawn_blocking(run);
     }
     let content_type = [(header::CONTENT_TYPE, format.content_type())];
     match start_rx.await {

@@ -88,14 +88,18 @@ pub(super) async fn sql(
         Ok(f) => f,
         Err(e) => return refused(e),
     };
-    let store = s.store.clone();
-    let rt = tokio::runtime::Handle::current();
+    let (store, pool) = (s.store.clone(), s.queries.clone());
     let stats = s.stats.clone();
-    stream_answer(format, false, move |w| {
+    stream_answer(&s, format, false, move |w, run| {
+        let admission = run
+            .admission
+            .ok_or_else(|| Error::invalid("sql", "a query without a slot"))?;
         let res = crate::sql::run_blocking(
-            &rt,
             &store,
+            &pool,
+            admission,
             &sql,
+            run.gone,
             |schema| Printer::new(format, schema, w),
             |p, b| p.write(&b),
         )

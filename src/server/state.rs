@@ -27,6 +27,8 @@ pub struct HttpState {
     pub auth: Arc<super::auth::HttpAuth>,
     /// Rows per second over the last minutes (`/api/v1/status`).
     pub history: Arc<IngestHistory>,
+    /// Where queries, exports and SQL run, under their limits.
+    pub queries: Arc<crate::sql::QueryPool>,
 }
 
 /// Largest line-protocol request body, after gzip decoding.
@@ -54,6 +56,8 @@ pub struct ServerConfig {
     pub flight_listen: Option<SocketAddr>,
     /// The MQTT broker to subscribe to (`None`: no MQTT).
     pub mqtt: Option<crate::mqtt::MqttConfig>,
+    /// The limits every query runs under.
+    pub queries: crate::sql::QueryLimits,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +72,7 @@ impl Default for ServerConfig {
             device_tag: "device".into(),
             flight_listen: None,
             mqtt: None,
+            queries: crate::sql::QueryLimits::default(),
         }
     }
 }
@@ -134,6 +139,9 @@ pub struct ServerStats {
     pub sql_failed: AtomicU64,
     /// The MQTT subscriber's counters and state.
     pub mqtt: Arc<crate::mqtt::Stats>,
+    /// The query pool (set when the server starts): its counters and
+    /// what it holds.
+    pub queries: std::sync::OnceLock<Arc<crate::sql::QueryPool>>,
 }
 
 impl Default for ServerStats {
@@ -157,6 +165,7 @@ impl Default for ServerStats {
             sql_queries: AtomicU64::default(),
             sql_failed: AtomicU64::default(),
             mqtt: Arc::default(),
+            queries: std::sync::OnceLock::new(),
         }
     }
 }
