@@ -62,7 +62,7 @@ pub enum Cmd {
     Top(top::TopArgs),
     /// Run the ingest daemon (binary TCP protocol on 127.0.0.1:7070) until
     /// SIGINT/SIGTERM.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Drive a running daemon with a generated truck fleet (binary
     /// protocol, line protocol or MQTT); prints rows/s and ack latency
     /// percentiles.
@@ -132,7 +132,7 @@ pub fn run() -> i32 {
         Cmd::Top(t) => top::run(t),
         Cmd::Compact(c) => compact::run(c),
         Cmd::Flush(f) => flush::run(f),
-        Cmd::Serve(s) => serve::run(s),
+        Cmd::Serve(s) => serve::run(*s),
         Cmd::Load(l) => load::run(l),
         Cmd::Devices(d) => devices::run(d),
         Cmd::Query(q) => query::run(q),

@@ -29,7 +29,7 @@ pub struct ServeArgs {
     /// compaction_debt_stop_mib, slowdown_file_count,
     /// columnar_min_compaction_mib, latest_cache_devices,
     /// query_timeout_s, queries_max, query_queue_s, query_memory_mib,
-    /// query_spill_mib.
+    /// query_spill_mib, connections_max, header_timeout_s.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -171,6 +171,18 @@ pub struct ServeArgs {
     /// at every start) [default: 8192].
     #[arg(long, value_name = "MIB")]
     query_spill_mib: Option<u64>,
+    /// Connections open at once over every listener (HTTP, binary,
+    /// Flight); past it new clients wait in the kernel's backlog. At
+    /// start the open-file limit is raised to its hard limit and 512
+    /// descriptors are kept for the store, so the cap may come out lower
+    /// (logged) [default: 4096].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    connections_max: Option<u64>,
+    /// How long an HTTP or Flight client may take to send its first bytes
+    /// and each request's headers; an idle kept-alive HTTP connection is
+    /// closed after it too [default: 30].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout_s: Option<u64>,
     #[command(flatten)]
     background: super::background::BackgroundArgs,
 }
@@ -212,6 +224,8 @@ struct ServeFile {
     query_queue_s: Option<u64>,
     query_memory_mib: Option<usize>,
     query_spill_mib: Option<u64>,
+    connections_max: Option<u64>,
+    header_timeout_s: Option<u64>,
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -265,6 +279,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .or(f.device_tag)
             .unwrap_or_else(|| "device".into()),
         queries,
+        connections_max: a
+            .connections_max
+            .or(f.connections_max)
+            .map_or(4096, |n| n as usize),
+        header_timeout: Duration::from_secs(
+            a.header_timeout_s.or(f.header_timeout_s).unwrap_or(30),
+        ),
         ..ServerConfig::default()
     };
     let mut opts = Options::default();

@@ -12,10 +12,12 @@ pub mod sql;
 pub mod ticket;
 
 use crate::error::{Error, Result};
+use crate::server::conn::Gate;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use service::Service;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Largest gRPC message accepted or sent (a `DoPut` batch, a `DoGet`
@@ -28,10 +30,19 @@ pub fn location_of(addr: SocketAddr) -> Option<String> {
     (!addr.ip().is_unspecified()).then(|| format!("grpc+tcp://{addr}"))
 }
 
-/// Serve Flight on `listener` until `stop` completes.
+/// Bytes of HTTP/2's connection preface: a client must send them within
+/// the header timeout.
+const PREFACE_BYTES: usize = 24;
+
+/// Serve Flight on `listener` until `stop` completes: each connection
+/// takes a slot of `gate`, must send HTTP/2's preface within
+/// `header_timeout`, and is pinged every `header_timeout` once open (a
+/// peer that stops answering is dropped).
 pub async fn serve(
     listener: TcpListener,
     service: Service,
+    gate: std::sync::Arc<Gate>,
+    header_timeout: Duration,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let addr = listener
@@ -40,9 +51,16 @@ pub async fn serve(
     let svc = FlightServiceServer::new(service)
         .max_decoding_message_size(FLIGHT_MESSAGE_MAX)
         .max_encoding_message_size(FLIGHT_MESSAGE_MAX);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = futures::stream::unfold((listener, gate), move |(l, gate)| async move {
+        let (conn, _) = gate.accept(&l, Some((header_timeout, PREFACE_BYTES))).await;
+        if let Err(e) = conn.stream().set_nodelay(true) {
+            tracing::warn!("TCP_NODELAY on a Flight connection: {e}");
+        }
+        Some((Ok::<_, std::io::Error>(conn), (l, gate)))
+    });
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(header_timeout))
+        .http2_keepalive_timeout(Some(header_timeout))
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, stop)
         .await

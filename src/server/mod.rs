@@ -7,8 +7,10 @@
 //! `crate::ingest`.
 
 pub mod auth;
+pub mod conn;
 mod console;
 mod devices;
+mod http;
 mod metrics;
 mod openapi;
 mod query;
@@ -28,7 +30,6 @@ pub use tcp::serve;
 use crate::error::Error;
 use crate::Store;
 use auth::HttpAuth;
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -83,6 +84,8 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
     let spill = crate::sql::pool::spill_dir_of(store.dir());
     let queries = crate::sql::QueryPool::new(Some(spill), cfg.queries.clone())?;
     let _ = stats.queries.set(queries.clone());
+    let gate = connection_gate(cfg.connections_max);
+    let _ = stats.gate.set(gate.clone());
     let (stop, rx) = watch::channel(false);
     let http_addr = match cfg.http_listen {
         Some(a) => {
@@ -102,25 +105,16 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                 history: history.clone(),
                 queries: queries.clone(),
             };
-            let mut stop_http = rx.clone();
             let app = router::router(state);
             rt.spawn(status::sample_ingest(store.clone(), history, rx.clone()));
-            rt.spawn(async move {
-                let done = async move {
-                    let _ = stop_http.changed().await;
-                };
-                // Without TCP_NODELAY a response written in two pieces
-                // waits for the client's delayed ACK (~40 ms) on a
-                // kept-alive connection.
-                let l = l.tap_io(|tcp| {
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
-                    }
-                });
-                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(done).await {
-                    tracing::error!("http server failed: {e}");
-                }
-            });
+            rt.spawn(http::serve(
+                l,
+                app,
+                gate.clone(),
+                cfg.header_timeout,
+                cfg.shutdown_grace,
+                rx.clone(),
+            ));
             Some(bound)
         }
         None => None,
@@ -142,8 +136,9 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
             let done = async move {
                 let _ = stop_flight.changed().await;
             };
+            let (gate, first) = (gate.clone(), cfg.header_timeout);
             rt.spawn(async move {
-                if let Err(e) = crate::flight::serve(l, service, done).await {
+                if let Err(e) = crate::flight::serve(l, service, gate, first, done).await {
                     tracing::error!("flight server failed: {e}");
                 }
             });
@@ -164,7 +159,7 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
     let st = stats.clone();
     let thread = std::thread::Builder::new()
         .name("telestore-ingest".into())
-        .spawn(move || rt.block_on(serve(store, listener, cfg, st, rx)))
+        .spawn(move || rt.block_on(serve(store, listener, cfg, st, gate, rx)))
         .map_err(|e| Error::io("<ingest thread>", e))?;
     Ok(Running {
         addr,
@@ -174,4 +169,21 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
         stop,
         thread: Some(thread),
     })
+}
+
+/// The cap on open connections of every listener: the soft descriptor
+/// limit, raised to the hard one, less what the store holds and
+/// [`conn::FDS_RESERVED`], at most `wanted`.
+fn connection_gate(wanted: usize) -> Arc<conn::Gate> {
+    let nofile = conn::raise_nofile_limit();
+    let open = conn::open_descriptors();
+    let max = conn::connections_for(nofile, open, wanted);
+    if max < wanted {
+        tracing::warn!(
+            "at most {max} connections (asked {wanted}): the open-file limit is {nofile}, \
+             {open} are open and {} are kept for the store",
+            conn::FDS_RESERVED
+        );
+    }
+    conn::Gate::new(max)
 }

@@ -58,6 +58,12 @@ pub struct ServerConfig {
     pub mqtt: Option<crate::mqtt::MqttConfig>,
     /// The limits every query runs under.
     pub queries: crate::sql::QueryLimits,
+    /// Connections open at once over every listener (HTTP, binary,
+    /// Flight), less if the descriptor limit leaves fewer.
+    pub connections_max: usize,
+    /// How long an HTTP or Flight client may take to send a request's
+    /// headers (HTTP: also how long a kept-alive connection may sit idle).
+    pub header_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +79,8 @@ impl Default for ServerConfig {
             flight_listen: None,
             mqtt: None,
             queries: crate::sql::QueryLimits::default(),
+            connections_max: 4096,
+            header_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -142,6 +150,8 @@ pub struct ServerStats {
     /// The query pool (set when the server starts): its counters and
     /// what it holds.
     pub queries: std::sync::OnceLock<Arc<crate::sql::QueryPool>>,
+    /// The connection cap of every listener (set when the server starts).
+    pub gate: std::sync::OnceLock<Arc<super::conn::Gate>>,
 }
 
 impl Default for ServerStats {
@@ -166,6 +176,7 @@ impl Default for ServerStats {
             sql_failed: AtomicU64::default(),
             mqtt: Arc::default(),
             queries: std::sync::OnceLock::new(),
+            gate: std::sync::OnceLock::new(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! and nothing of it is applied; only lost framing closes the connection.
 
 use super::auth::Access;
+use super::conn::{Admitted, Gate};
 use super::state::{ServerConfig, ServerStats};
 use crate::engine::Durability;
 use crate::error::Error;
@@ -18,9 +19,8 @@ use crate::Store;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -32,28 +32,23 @@ pub async fn serve(
     listener: TcpListener,
     cfg: ServerConfig,
     stats: Arc<ServerStats>,
+    gate: Arc<Gate>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let (store, cfg, stats, stop) = (store.clone(), cfg.clone(), stats.clone(), shutdown.clone());
-                    conns.spawn(async move {
-                        stats.connections_open.fetch_add(1, Relaxed);
-                        stats.connections_total.fetch_add(1, Relaxed);
-                        if let Err(e) = connection(store, stream, peer, cfg, stats.clone(), stop).await {
-                            tracing::debug!("connection {peer}: {e}");
-                        }
-                        stats.connections_open.fetch_sub(1, Relaxed);
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+            (stream, peer) = gate.accept(&listener, None) => {
+                let (store, cfg, stats, stop) = (store.clone(), cfg.clone(), stats.clone(), shutdown.clone());
+                conns.spawn(async move {
+                    stats.connections_open.fetch_add(1, Relaxed);
+                    stats.connections_total.fetch_add(1, Relaxed);
+                    if let Err(e) = connection(store, stream, peer, cfg, stats.clone(), stop).await {
+                        tracing::debug!("connection {peer}: {e}");
+                    }
+                    stats.connections_open.fetch_sub(1, Relaxed);
+                });
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -94,12 +89,13 @@ const FRAME_OVERHEAD_BYTES: usize = 256;
 
 async fn connection(
     store: Arc<Store>,
-    stream: TcpStream,
+    admitted: Admitted,
     peer: SocketAddr,
     cfg: ServerConfig,
     stats: Arc<ServerStats>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let (stream, _slot) = admitted.into_parts();
     stream.set_nodelay(true)?;
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(256 << 10, rd);

@@ -1,0 +1,70 @@
+//! The HTTP listener: each connection takes a slot of the [`Gate`], must
+//! send its first bytes within the header timeout, and hyper closes it
+//! when a request's headers (the first, or the next on a kept-alive
+//! connection) take longer than that. A stop stops accepting and lets the
+//! open connections finish their requests, for at most the grace period.
+
+use super::conn::Gate;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Bytes of a connection's start that must come within the header timeout
+/// (the length of HTTP/2's preface; an HTTP/1.1 request line and Host
+/// header are longer).
+const FIRST_BYTES: usize = 24;
+
+/// Serve `app` on `listener` until `stop` turns true.
+pub(super) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    gate: Arc<Gate>,
+    header_timeout: Duration,
+    grace: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(header_timeout));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (conn, peer) = tokio::select! {
+            _ = stop.changed() => break,
+            accepted = gate.accept(&listener, Some((header_timeout, FIRST_BYTES))) => accepted,
+        };
+        // Without TCP_NODELAY a response written in two pieces waits for
+        // the client's delayed ACK (~40 ms) on a kept-alive connection.
+        if let Err(e) = conn.stream().set_nodelay(true) {
+            tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
+        }
+        let svc = TowerToHyperService::new(app.clone());
+        let served = builder
+            .serve_connection_with_upgrades(TokioIo::new(conn), svc)
+            .into_owned();
+        let served = graceful.watch(served);
+        tokio::spawn(async move {
+            if let Err(e) = served.await {
+                tracing::debug!("http connection {peer}: {e}");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("http connections still open after the grace period are dropped");
+    }
+}
