@@ -313,19 +313,106 @@ fn do_put_writes_what_is_read_back() {
     );
 }
 
+/// The refusal a DoPut of `batch` ends with (`None`: it was taken).
+async fn put_error(c: &mut FlightClient, batch: RecordBatch) -> Option<String> {
+    let data = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![TABLE.into()])))
+        .build(futures::stream::iter([Ok(batch)]));
+    let done = match c.do_put(data).await {
+        Ok(s) => s.try_collect::<Vec<_>>().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    done.err().map(|e| e.to_string())
+}
+
+/// `batch` with a `device` column of `names` in front.
+fn with_names(batch: &RecordBatch, names: &[&str]) -> RecordBatch {
+    let mut fields = vec![Arc::new(Field::new("device", DataType::Utf8, false))];
+    fields.extend(batch.schema().fields().iter().cloned());
+    let mut cols: Vec<ArrayRef> = vec![Arc::new(arrow_array::StringArray::from(names.to_vec()))];
+    cols.extend(batch.columns().iter().cloned());
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+}
+
+#[test]
+fn do_put_never_hands_rows_to_a_future_device_nor_takes_time_outside_1970_to_9999() {
+    let d = daemon(Tokens::default());
+    let rt = rt();
+    let base = telestore::engine::REGISTRY_ID_BASE;
+    let t = 1_800_000_000_000i64;
+    rt.block_on(async {
+        let mut c = client(&d.url, None).await;
+        // An id from the registry's range that no device has: refused.
+        let e = put_error(&mut c, put_batch(&[base + 999_999], &[t], &[1.0])).await;
+        let e = e.expect("an unassigned registry id was taken");
+        assert!(e.contains("no device has it"), "{e}");
+        assert!(
+            e.contains("InvalidArgument") || e.contains("invalid"),
+            "{e}"
+        );
+        // Ids and names both (an export read back): the names decide.
+        let batch = with_names(
+            &put_batch(&[base + 999_999, 123_457], &[t, t], &[1.0, 2.0]),
+            &["new-a", "new-a"],
+        );
+        assert_eq!(put_error(&mut c, batch).await, None);
+        // Timestamps before 1970 or past 9999: refused whole.
+        for ts in [-5i64, 253_402_300_800_000] {
+            let e = put_error(
+                &mut c,
+                put_batch_ms(&[123_458, 123_458], &[t, ts], &[1.0, 2.0]),
+            )
+            .await;
+            let e = e.unwrap_or_else(|| panic!("ts {ts} was taken"));
+            assert!(e.contains("outside 0..=253402300799999"), "{ts}: {e}");
+        }
+    });
+    let a = d.store.device_id("new-a").expect("new-a registered");
+    assert_ne!(a, base + 999_999);
+    assert_eq!(
+        d.store.latest(TABLE, a, 10).unwrap().len(),
+        1,
+        "same ts: one row"
+    );
+    // The next new name does not inherit rows.
+    let b = d
+        .store
+        .register_devices(&[("new-b".into(), vec![])])
+        .unwrap()[0];
+    assert!(d.store.latest(TABLE, b, 10).unwrap().is_empty());
+    assert!(d
+        .store
+        .latest(TABLE, base + 999_999, 10)
+        .unwrap()
+        .is_empty());
+    assert!(d.store.latest(TABLE, 123_457, 10).unwrap().is_empty());
+    assert!(
+        d.store.latest(TABLE, 123_458, 10).unwrap().is_empty(),
+        "nothing partial"
+    );
+}
+
 /// A batch of the fixture's table: `f` from `fs`, the other fields fixed.
 fn put_batch(ids: &[u64], ts: &[i64], fs: &[f64]) -> RecordBatch {
+    let ns: Vec<i64> = ts.iter().map(|t| t * 1_000_000).collect();
+    let ts = Arc::new(arrow_array::TimestampNanosecondArray::from(ns).with_timezone("UTC"));
+    fixture_batch(ids, ts, fs)
+}
+
+/// As `put_batch`, the times in milliseconds (past what nanoseconds hold).
+fn put_batch_ms(ids: &[u64], ts: &[i64], fs: &[f64]) -> RecordBatch {
+    let ts = arrow_array::TimestampMillisecondArray::from(ts.to_vec()).with_timezone("UTC");
+    fixture_batch(ids, Arc::new(ts), fs)
+}
+
+fn fixture_batch(ids: &[u64], ts: ArrayRef, fs: &[f64]) -> RecordBatch {
     use arrow_array::{
         BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, UInt32Array,
     };
     let n = ids.len();
     let schema = Arc::new(Schema::new(vec![
         Field::new("device_id", DataType::UInt64, false),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-            false,
-        ),
+        Field::new("ts", ts.data_type().clone(), false),
         Field::new("f", DataType::Float64, false),
         Field::new("g", DataType::Float32, false),
         Field::new("i", DataType::Int64, false),
@@ -334,10 +421,9 @@ fn put_batch(ids: &[u64], ts: &[i64], fs: &[f64]) -> RecordBatch {
         Field::new("w", DataType::UInt32, false),
         Field::new("b", DataType::Boolean, false),
     ]));
-    let ns: Vec<i64> = ts.iter().map(|t| t * 1_000_000).collect();
     let cols: Vec<ArrayRef> = vec![
         Arc::new(UInt64Array::from(ids.to_vec())),
-        Arc::new(arrow_array::TimestampNanosecondArray::from(ns).with_timezone("UTC")),
+        ts,
         Arc::new(Float64Array::from(fs.to_vec())),
         Arc::new(Float32Array::from(vec![-0.0f32; n])),
         Arc::new(Int64Array::from(vec![i64::MIN; n])),

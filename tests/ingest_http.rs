@@ -195,7 +195,7 @@ fn line_protocol_writes_register_devices_and_reject_bad_lines_whole() {
 
 m,device=truck-1,fleet=east temp=21.5,n=3i,ok=true 1700000000000
 m,device=truck-2,fleet=west temp=19,n=-4i,ok=f 1700000001000
-m,device=truck-1,fleet=east temp=22.0,n=5i,ok=t 1700000002000
+m,device=truck-1,fleet=east temp=-31871.714327714286,n=5i,ok=t 1700000002000
 ";
     let (code, resp) = http_bytes(
         h,
@@ -216,6 +216,11 @@ m,device=truck-1,fleet=east temp=22.0,n=5i,ok=t 1700000002000
     want.extend_from_slice(&3i64.to_le_bytes());
     want.push(1);
     assert!(rows.contains(&(t1, 1_700_000_000_000, want)), "{rows:?}");
+    // 17 significant digits are stored as the text names them.
+    let mut want = (-31871.714327714286f64).to_le_bytes().to_vec();
+    want.extend_from_slice(&5i64.to_le_bytes());
+    want.push(1);
+    assert!(rows.contains(&(t1, 1_700_000_002_000, want)), "{rows:?}");
 
     // v1 endpoint, seconds, gzip.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

@@ -81,6 +81,22 @@ fn bad_batches_are_rejected_whole() {
         Err(Error::UnknownTable(_))
     ));
     assert!(store.write("t", &[], Durability::Sync).is_err());
+    // Timestamps outside 1970..9999 are refused by the engine itself,
+    // whatever protocol brought them (the agg buckets stay exact).
+    for ts in [-5i64, i64::MIN, i64::MAX, 253_402_300_800_000] {
+        let e = store
+            .write(
+                "t",
+                &small_rows(&[(1, 10, 1), (1, ts, 2)]),
+                Durability::Sync,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("row 1: timestamp"), "{ts}: {e}");
+    }
+    assert!(store
+        .scan("t", 1, i64::MIN, i64::MAX, Order::NewestFirst)
+        .unwrap()
+        .is_empty());
     assert!(
         store.scan("t", 1, 5, 1, Order::NewestFirst).is_err(),
         "from > to"

@@ -536,7 +536,9 @@ impl Store {
     ) -> Result<WriteAck> {
         self.shared.check_writable("write")?;
         let t = self.shared.table(table)?;
-        let n = Batch::new(&rows, t.schema.row_width())?.len() as u64;
+        let batch = Batch::new(&rows, t.schema.row_width())?;
+        batch.check_timestamps()?;
+        let n = batch.len() as u64;
         if rows.len() > crate::wal::frame::FRAME_PAYLOAD_MAX {
             return Err(Error::invalid(
                 "batch",

@@ -2,10 +2,13 @@
 //! columns of a query result of the table (`formats/arrow.md`), checked
 //! whole before anything is written.
 //!
-//! * the device: `device_id` (`UInt64`, or a non-negative `Int64`), or
-//!   else `device` (names as `Utf8`, `LargeUtf8`, `Utf8View` or a
+//! * the device: `device` (names as `Utf8`, `LargeUtf8`, `Utf8View` or a
 //!   dictionary of them; new names are registered, as the line protocol
-//!   does);
+//!   does), or else `device_id` (`UInt64`, or a non-negative `Int64`). An
+//!   id from the registry's range (2^40 and up) must have been assigned:
+//!   an unassigned one would hand its rows to the next new name. When
+//!   both columns come (an export read back), the names decide and the
+//!   ids are not used, so rows land on their device in any store;
 //! * `ts`: a `Timestamp` of any unit (whole milliseconds) or `Int64` ms;
 //! * every field of the table, by name, of its exact Arrow type, no nulls.
 //!
@@ -148,24 +151,47 @@ fn fill(out: &mut [u8], width: usize, at: usize, ty: FieldType, col: &ArrayRef) 
     }
 }
 
-/// The device id of every row.
+/// The device id of every row: from the names when a `device` column
+/// comes, else from `device_id`.
 fn device_ids(store: &Store, batch: &RecordBatch) -> Result<Vec<u64>> {
-    if let Some(col) = batch.column_by_name("device_id") {
-        no_nulls("device_id", col)?;
-        return match col.data_type() {
-            DataType::UInt64 => Ok(col.as_primitive::<UInt64Type>().values().to_vec()),
-            DataType::Int64 => col
-                .as_primitive::<Int64Type>()
-                .values()
-                .iter()
-                .map(|&v| u64::try_from(v).map_err(|_| bad(format!("device_id {v} is negative"))))
-                .collect(),
-            t => Err(bad(format!("device_id is {t}, use UInt64"))),
-        };
+    match (
+        batch.column_by_name("device"),
+        batch.column_by_name("device_id"),
+    ) {
+        (Some(names), _) => ids_of_names(store, names),
+        (None, Some(ids)) => given_ids(store, ids),
+        (None, None) => Err(bad("neither device_id nor device is given".into())),
     }
-    let col = batch
-        .column_by_name("device")
-        .ok_or_else(|| bad("neither device_id nor device is given".into()))?;
+}
+
+/// A `device_id` column's ids; one in the registry's range must name a
+/// registered device.
+fn given_ids(store: &Store, col: &ArrayRef) -> Result<Vec<u64>> {
+    no_nulls("device_id", col)?;
+    let ids: Vec<u64> = match col.data_type() {
+        DataType::UInt64 => col.as_primitive::<UInt64Type>().values().to_vec(),
+        DataType::Int64 => col
+            .as_primitive::<Int64Type>()
+            .values()
+            .iter()
+            .map(|&v| u64::try_from(v).map_err(|_| bad(format!("device_id {v} is negative"))))
+            .collect::<Result<_>>()?,
+        t => return Err(bad(format!("device_id is {t}, use UInt64"))),
+    };
+    let mut checked = std::collections::HashSet::new();
+    for (row, &id) in ids.iter().enumerate() {
+        let registry = id >= crate::engine::REGISTRY_ID_BASE;
+        if registry && checked.insert(id) && store.device(id).is_none() {
+            return Err(bad(format!(
+                "row {row}: device_id {id} is in the registry's range (from 2^40) but no device has it; send the device's name in a device column instead"
+            )));
+        }
+    }
+    Ok(ids)
+}
+
+/// The ids of a `device` column's names, registering new ones.
+fn ids_of_names(store: &Store, col: &ArrayRef) -> Result<Vec<u64>> {
     no_nulls("device", col)?;
     let names = names_of(col)?;
     let mut distinct: Vec<&str> = names.clone();

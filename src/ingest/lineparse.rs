@@ -322,4 +322,30 @@ mod tests {
         assert_eq!(l.tags[0].1, "a b");
         assert_eq!(l.fields[0].1, Val::Str("x".into()));
     }
+
+    /// 17 significant digits: both paths store the double the text names
+    /// (the shortest round-trip text of a stored value reads back as it).
+    #[test]
+    fn seventeen_digit_floats_are_read_exactly_on_both_paths() {
+        for text in [
+            "-31871.714327714286",
+            "0.30000000000000004",
+            "1.7976931348623157e308",
+            "5e-324",
+            "123456.78901234567",
+        ] {
+            let want: f64 = text.parse().unwrap();
+            assert_eq!(
+                want.to_string().parse::<f64>().unwrap().to_bits(),
+                want.to_bits()
+            );
+            let line = format!("m,device=d v={text} 1");
+            let mut l = Line::default();
+            assert!(fast(&line, &mut l).is_some(), "{line}");
+            assert_eq!(l.fields[0].1, Val::F64(want), "fast path, {text}");
+            let mut l = Line::default();
+            l.parse_with_crate(&line).unwrap();
+            assert_eq!(l.fields[0].1, Val::F64(want), "the parser, {text}");
+        }
+    }
 }

@@ -23,9 +23,8 @@ pub const FRAME_PAYLOAD_MAX: usize = 16 << 20;
 /// Largest response payload.
 pub const RESPONSE_PAYLOAD_MAX: usize = 1 << 20;
 /// Timestamps accepted over the wire: 1970-01-01T00:00:00Z ..=
-/// 9999-12-31T23:59:59.999Z, in ms.
-pub const TS_MIN: i64 = 0;
-pub const TS_MAX: i64 = 253_402_300_799_999;
+/// 9999-12-31T23:59:59.999Z, in ms (the engine's own range).
+pub use crate::schema::batch::{TS_MAX, TS_MIN};
 
 /// What a client sends first.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -315,7 +315,9 @@ impl Aggregator {
             self.current = Some(id);
         }
         let g = self.group_of(id);
-        let bucket = r.ts.div_euclid(self.every) * self.every;
+        // No overflow for any i64 (a store written before the range
+        // check may hold one outside 1970..9999).
+        let bucket = r.ts.saturating_sub(r.ts.rem_euclid(self.every));
         let vals = self
             .fields
             .iter()

@@ -30,6 +30,13 @@ impl RowHead {
     }
 }
 
+/// The timestamps a store takes: 1970-01-01T00:00:00Z ..=
+/// 9999-12-31T23:59:59.999Z, in ms (every protocol and the engine's
+/// write path check them; time arithmetic needs no overflow checks
+/// inside this range).
+pub const TS_MIN: i64 = 0;
+pub const TS_MAX: i64 = 253_402_300_799_999;
+
 /// A validated batch of ingest rows.
 #[derive(Clone, Copy, Debug)]
 pub struct Batch<'a> {
@@ -75,6 +82,22 @@ impl<'a> Batch<'a> {
     pub fn fields(&self, i: usize) -> &'a [u8] {
         let at = i * self.width;
         &self.bytes[at + ROW_HEAD_LEN..at + self.width]
+    }
+    /// Every row's timestamp is within [`TS_MIN`]`..=`[`TS_MAX`]; the
+    /// error names the first row that is not.
+    pub fn check_timestamps(&self) -> Result<()> {
+        for (i, (head, _)) in self.rows().enumerate() {
+            let ts = head.ts;
+            if !(TS_MIN..=TS_MAX).contains(&ts) {
+                return Err(Error::invalid(
+                    "batch",
+                    format!(
+                        "row {i}: timestamp {ts} ms is outside {TS_MIN}..={TS_MAX} (1970-01-01 to 9999-12-31)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
     pub fn rows(&self) -> impl Iterator<Item = (RowHead, &'a [u8])> + 'a {
         self.bytes
