@@ -451,3 +451,62 @@ fn duckdb_agrees_on_telemetry_queries() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A time literal finer than the table's milliseconds rounds to the rows
+/// it keeps, as the CLI's `--from …500us` does: `ts >= X.5 ms` keeps
+/// `X+1..`, never `X` (DataFusion's coercion cast the literal down to
+/// milliseconds, truncating, before the scan saw it).
+#[test]
+fn sub_millisecond_literals_round_to_the_rows_they_keep() {
+    let (_dir, store, _m) = fixture();
+    let rt = rt();
+    let count = |cond: &str| {
+        let b = run(
+            &rt,
+            &store,
+            &format!("SELECT count(*) FROM {TABLE} WHERE {cond}"),
+        )
+        .unwrap();
+        i64s(&b, 0)[0]
+    };
+    let x = T0;
+    let at_x = count(&format!("ts = to_timestamp_millis({x})"));
+    assert!(at_x > 0, "the fixture has rows at T0");
+    let ms = |v: i64| format!("to_timestamp_millis({v})");
+    let finer = [
+        format!("to_timestamp_micros({})", x * 1000 + 500),
+        format!("to_timestamp_nanos({})", x * 1_000_000 + 1),
+        format!("CAST('{}' AS TIMESTAMP)", "2023-11-14T22:13:20.000500"),
+    ];
+    assert_eq!(
+        T0, 1_700_000_000_000,
+        "the text literal above is T0 + 0.5 ms"
+    );
+    for lit in &finer {
+        for (op, same) in [
+            (">=", format!("ts >= {}", ms(x + 1))),
+            (">", format!("ts >= {}", ms(x + 1))),
+            ("<", format!("ts < {}", ms(x + 1))),
+            ("<=", format!("ts < {}", ms(x + 1))),
+        ] {
+            let got = count(&format!("ts {op} {lit}"));
+            assert_eq!(got, count(&same), "ts {op} {lit} (rows at T0: {at_x})");
+            let flipped = count(&format!("{lit} {} ts", flip(op)));
+            assert_eq!(flipped, got, "{lit} {} ts", flip(op));
+        }
+        assert_eq!(count(&format!("ts = {lit}")), 0, "ts = {lit}");
+        let between = format!("ts BETWEEN {lit} AND {}", ms(x + 10_000));
+        let same = format!("ts >= {} AND ts <= {}", ms(x + 1), ms(x + 10_000));
+        assert_eq!(count(&between), count(&same), "{between}");
+    }
+}
+
+fn flip(op: &str) -> &str {
+    match op {
+        ">=" => "<=",
+        ">" => "<",
+        "<" => ">",
+        "<=" => ">=",
+        o => o,
+    }
+}

@@ -15,6 +15,7 @@ pub mod capped;
 pub mod filter;
 pub mod pool;
 pub mod table;
+pub mod timebounds;
 
 pub use pool::{Admission, QueryLimits, QueryPool};
 
@@ -24,12 +25,15 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::MemTable;
 use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::optimizer::{Optimizer, OptimizerRule};
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use table::{Registry, SqlTable};
+use timebounds::TimeBounds;
 use tokio::sync::mpsc;
 
 /// Longest SQL text accepted.
@@ -79,7 +83,17 @@ pub fn context(store: &Arc<Store>, pool: &QueryPool) -> Result<SessionContext> {
     let config = SessionConfig::new()
         .with_target_partitions(pool.limits().threads.max(1))
         .with_information_schema(true);
-    let ctx = SessionContext::new_with_config_rt(config, pool.env().clone());
+    // Our time-bound rule first, while DataFusion's coercion casts are
+    // still in the plan (timebounds.rs); then DataFusion's own rules.
+    let mut rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![Arc::new(TimeBounds)];
+    rules.extend(Optimizer::new().rules);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(pool.env().clone())
+        .with_default_features()
+        .with_optimizer_rules(rules)
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     capped::register(&ctx);
     let registry = Arc::new(Registry::load(store));
     let names = store.table_names();
