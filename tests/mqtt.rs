@@ -372,6 +372,53 @@ fn every_payload_format_through_mosquitto() {
     drop(b);
 }
 
+/// A message over the 64 MiB a message may hold, from a broker with no
+/// limit of its own: refused (reason `size`), its first KiB dead-lettered,
+/// and the next message taken. Before, the packet limit dropped the
+/// connection and the broker redelivered the message on every reconnect:
+/// nothing after it was ever taken.
+#[test]
+fn a_message_over_64_mib_is_refused_and_ingest_goes_on() {
+    let Some(b) = broker() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
+    table(&store, "t");
+    let cfg = ServerConfig {
+        mqtt: Some(MqttConfig {
+            subscriptions: vec![Subscription::new("telestore/+/+", Format::Json)],
+            client_id: "telestore-test-big".into(),
+            dead_letter: Some("dead/big".into()),
+            ..MqttConfig::new(&format!("mqtt://127.0.0.1:{}", b.port))
+        }),
+        ..Default::default()
+    };
+    let dead = listen(b.port, "dead/big", 1);
+    let run = start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let stats = run.stats.mqtt.clone();
+    wait_for("the subscription", || stats.connected.load(Relaxed));
+    std::thread::sleep(Duration::from_millis(300));
+    let big = vec![b'x'; telestore::mqtt::MESSAGE_MAX + 1];
+    publish(b.port, "telestore/t/dev-big", &big);
+    publish(b.port, "telestore/t/dev-after", br#"{"v": 1, "n": 1}"#);
+    wait_for("the message after the big one", || {
+        !rows_of(&store, "t", "dev-after").is_empty()
+    });
+    assert_eq!(stats.bad[Bad::Size as usize].load(Relaxed), 1);
+    assert_eq!(stats.reconnects.load(Relaxed), 0, "the connection held");
+    let letter: serde_json::Value = serde_json::from_str(&dead.join().unwrap()[0]).unwrap();
+    assert_eq!(letter["reason"], "size");
+    assert_eq!(letter["payload"].as_str().unwrap().len(), 1024);
+    let e = letter["error"].as_str().unwrap();
+    assert!(e.contains("67108865 bytes, over the 64 MiB"), "{e}");
+    let health = stats.health().unwrap();
+    assert_eq!(health.refused["size"], 1, "{health:?}");
+    let last = health.last_refused.unwrap();
+    assert!(last.starts_with("telestore/t/dev-big: size"), "{last}");
+    wait_for("both acknowledged", || stats.acked.load(Relaxed) == 2);
+    run.stop();
+    drop(b);
+}
+
 /// A daemon process, killed (SIGKILL) when dropped: a failed test leaves
 /// none behind.
 struct Daemon(Child);

@@ -38,8 +38,18 @@ pub const BATCH_BYTES: usize = 16 << 20;
 pub const BATCH_DELAY: Duration = Duration::from_millis(2);
 /// Longest wait between reconnection attempts.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
-/// Largest MQTT packet taken.
-pub const PACKET_MAX: usize = 64 << 20;
+/// Largest MQTT packet read: the largest MQTT 3.1.1 can frame (a remaining
+/// length of 268,435,455 bytes and 5 bytes of fixed header). Whatever the
+/// broker delivers is read, so no message can fail the connection (one
+/// over a smaller limit did, and the broker redelivered it on every
+/// reconnect: ingest stopped for good).
+pub const PACKET_MAX: usize = 268_435_455 + 5;
+/// Largest payload taken; a bigger message is refused (reason `size`) and
+/// dead-lettered with its first [`DEAD_LETTER_PREFIX`] bytes. The sample
+/// broker configuration sets `message_size_limit` to this.
+pub const MESSAGE_MAX: usize = 64 << 20;
+/// How much of a message refused for its size the dead letter holds.
+pub const DEAD_LETTER_PREFIX: usize = 1024;
 
 /// The MQTT subscriber's state in `/health`.
 #[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
@@ -54,6 +64,11 @@ pub struct Health {
     pub pending: u64,
     /// Why the last connection attempt or the subscriber failed.
     pub last_error: Option<String>,
+    /// Messages refused since start, by reason (`topic`, `table`,
+    /// `encoding`, `fields`, `size`).
+    pub refused: std::collections::BTreeMap<String, u64>,
+    /// The last refused message: its topic and why.
+    pub last_refused: Option<String>,
 }
 
 /// What the subscriber did, for `/metrics` and `/health`.
@@ -72,7 +87,7 @@ pub struct Stats {
     pub reconnects: AtomicU64,
     /// Refused payloads by reason (index = [`payload::Bad`]), and those
     /// republished to the dead-letter topic.
-    pub bad: [AtomicU64; 4],
+    pub bad: [AtomicU64; payload::Bad::ALL.len()],
     pub dead_letters: AtomicU64,
     /// Messages taken and not yet durable, and when the oldest of them
     /// arrived (Unix ms, 0: none).
@@ -80,6 +95,8 @@ pub struct Stats {
     pub oldest_pending_ms: AtomicI64,
     /// Why the last connection attempt or the subscriber failed.
     pub last_error: Mutex<Option<String>>,
+    /// The last refused message: its topic and why.
+    pub last_refused: Mutex<Option<String>>,
 }
 
 impl Stats {
@@ -88,12 +105,19 @@ impl Stats {
         use std::sync::atomic::Ordering::Relaxed;
         let broker = self.broker.get()?;
         let err = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        let last = self.last_refused.lock().unwrap_or_else(|p| p.into_inner());
+        let refused = payload::Bad::ALL
+            .iter()
+            .map(|&b| (b.name().to_string(), self.bad[b as usize].load(Relaxed)))
+            .collect();
         Some(Health {
             broker: broker.clone(),
             connected: self.connected.load(Relaxed),
             messages: self.messages.load(Relaxed),
             pending: self.pending.load(Relaxed),
             last_error: err.clone(),
+            refused,
+            last_refused: last.clone(),
         })
     }
 

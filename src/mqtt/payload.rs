@@ -32,16 +32,25 @@ pub enum Bad {
     Table,
     Encoding,
     Fields,
+    /// Over [`super::MESSAGE_MAX`].
+    Size,
 }
 
 impl Bad {
-    pub const ALL: [Bad; 4] = [Bad::Topic, Bad::Table, Bad::Encoding, Bad::Fields];
+    pub const ALL: [Bad; 5] = [
+        Bad::Topic,
+        Bad::Table,
+        Bad::Encoding,
+        Bad::Fields,
+        Bad::Size,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Bad::Topic => "topic",
             Bad::Table => "table",
             Bad::Encoding => "encoding",
             Bad::Fields => "fields",
+            Bad::Size => "size",
         }
     }
 }

@@ -8,7 +8,10 @@
 
 use super::config::{MqttConfig, Subscription};
 use super::payload::{self, Bad, Decoded, Format};
-use super::{Stats, BACKOFF_MAX, BATCH_BYTES, BATCH_DELAY, BATCH_MESSAGES, PACKET_MAX};
+use super::{
+    Stats, BACKOFF_MAX, BATCH_BYTES, BATCH_DELAY, BATCH_MESSAGES, DEAD_LETTER_PREFIX, MESSAGE_MAX,
+    PACKET_MAX,
+};
 use crate::error::{Error, Result};
 use crate::ingest::lineproto;
 use crate::{Durability, Store};
@@ -205,6 +208,7 @@ impl Session {
             .find(|s| rumqttc::matches(&p.topic, &s.topic));
         self.batch.sync |= sub.is_none_or(Subscription::sync);
         let taken = match sub {
+            _ if p.payload.len() > MESSAGE_MAX => Taken::Ready(Err((Bad::Size, too_large(&p)))),
             Some(sub) if sub.format == Format::Line => {
                 let (store, sub, tag) = (self.store.clone(), sub.clone(), self.device_tag.clone());
                 let (topic, payload) = (p.topic.clone(), p.payload.clone());
@@ -268,6 +272,12 @@ impl Session {
     fn refuse(&mut self, p: &Publish, why: Bad, e: &Error) {
         self.stats.bad[why as usize].fetch_add(1, Relaxed);
         tracing::warn!("mqtt: message on {} refused ({}): {e}", p.topic, why.name());
+        let last = format!("{}: {} ({e})", p.topic, why.name());
+        *self
+            .stats
+            .last_refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(last);
         // A message that came from the dead-letter topic itself (a broker
         // bridge, say: the configuration refuses subscriptions matching it)
         // is never wrapped a second time.
@@ -277,7 +287,7 @@ impl Session {
                 "topic": p.topic,
                 "reason": why.name(),
                 "error": e.to_string(),
-                "payload": String::from_utf8_lossy(&p.payload),
+                "payload": String::from_utf8_lossy(kept(why, &p.payload)),
             });
             self.out
                 .push_back(Out::DeadLetter(dl.clone(), body.to_string().into_bytes()));
@@ -371,6 +381,26 @@ impl Session {
     fn set_pending(&self) {
         let n = self.batch.msgs.len() + self.decoding.len();
         self.stats.pending.store(n as u64, Relaxed);
+    }
+}
+
+/// A message over [`MESSAGE_MAX`], as an error.
+fn too_large(p: &Publish) -> Error {
+    let m = format!(
+        "{} bytes, over the {} MiB a message may hold; the dead letter keeps its first {} bytes",
+        p.payload.len(),
+        MESSAGE_MAX >> 20,
+        DEAD_LETTER_PREFIX
+    );
+    Error::invalid("payload", m)
+}
+
+/// What of a refused payload its dead letter holds: all of it, but the
+/// first bytes of one refused for its size.
+fn kept(why: Bad, payload: &[u8]) -> &[u8] {
+    match why {
+        Bad::Size => &payload[..payload.len().min(DEAD_LETTER_PREFIX)],
+        _ => payload,
     }
 }
 
