@@ -38,8 +38,8 @@ pub enum Error {
     /// Caller supplied invalid input (argument, schema, batch ...).
     #[error("invalid {what}: {message}")]
     InvalidInput { what: &'static str, message: String },
-    /// No such table.
-    #[error("unknown table {0:?}")]
+    /// No such table: its name quoted, and the tables there are.
+    #[error("unknown table {0}")]
     UnknownTable(String),
     /// Table exists with a different schema.
     #[error("table {name:?} already exists with a different schema: {detail}")]
@@ -77,6 +77,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// Is this the disk (or its quota) being full, here or as the cause of
+    /// a stopped write path?
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => {
+                source.kind() == std::io::ErrorKind::StorageFull
+                    || source.kind() == std::io::ErrorKind::QuotaExceeded
+                    || source.raw_os_error() == Some(28)
+            }
+            Error::Poisoned { cause } => cause.contains("No space left on device"),
+            _ => false,
+        }
+    }
+
+    /// The error as a network API (HTTP, Flight) tells it: a CLI flag it
+    /// names (`--group-by`) is the request parameter (`group_by`).
+    pub fn api_text(&self) -> String {
+        api_names(&self.to_string())
+    }
+
     /// Wrap an `std::io::Error` with the path it concerned.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -154,5 +174,44 @@ impl Error {
             },
             other => other,
         }
+    }
+}
+
+/// `--name-with-dashes` written as `name_with_dashes` wherever it occurs.
+fn api_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("--") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let n = after
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+            .unwrap_or(after.len());
+        if n == 0 || !after.starts_with(|c: char| c.is_ascii_lowercase()) {
+            out.push_str("--");
+        } else {
+            out.push_str(&after[..n].replace('-', "_"));
+        }
+        rest = &after[n..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod api_text_tests {
+    use super::*;
+
+    #[test]
+    fn flags_become_parameter_names() {
+        let e = Error::invalid(
+            "--group-by",
+            "give only one of --device, --devices and --where",
+        );
+        assert_eq!(
+            e.api_text(),
+            "invalid group_by: give only one of device, devices and where"
+        );
+        assert_eq!(api_names("a -- b --x"), "a -- b x");
     }
 }

@@ -545,6 +545,28 @@ fn the_console_in_chromium_while_load_runs() {
     let velocity = f64::from_le_bytes(rows[0].fields[24..32].try_into().unwrap());
     let on_page: f64 = shown["velocity"].as_str().unwrap().parse().unwrap();
     assert_eq!(on_page, velocity, "{shown}");
+    // The chart is scaled to the readings (not from 0: a latitude drew a
+    // flat line) and plots time: the newest reading at the right edge.
+    let line = d.js(
+        "return Array.from(document.querySelectorAll('#device-chart polyline')).map((p) => p.getAttribute('points'))[0] || '';",
+    );
+    let pts: Vec<(f64, f64)> = line
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .map(|p| {
+            let (x, y) = p.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect();
+    let (lo, hi) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    if pts.len() > 2 && hi > lo {
+        assert!(lo < 10.0 && hi > 150.0, "not scaled to the data: {line}");
+    }
+    assert_eq!(pts.last().unwrap().0, 600.0, "{line}");
+    assert!(pts.iter().all(|p| (0.0..=600.0).contains(&p.0)), "{line}");
 
     // Typing part of a name offers the matching trucks.
     d.js("const i = document.getElementById('device-input'); i.value = 'truck-19'; i.dispatchEvent(new Event('input'));");

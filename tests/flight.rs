@@ -305,7 +305,13 @@ fn do_put_writes_what_is_read_back() {
         assert!(err.to_string().contains("is missing"), "{err}");
     });
     assert!(d.store.latest(TABLE, 99_999, 1).unwrap().is_empty());
-    assert_eq!(metric(&d, "telestore_flight_rows_written_total"), n as u64);
+    assert_eq!(
+        metric(
+            &d,
+            "telestore_ingest_protocol_rows_total{protocol=\"flight\"}"
+        ),
+        n as u64
+    );
     assert_eq!(
         metric(&d, "telestore_flight_rejected_total"),
         0,
@@ -356,6 +362,34 @@ fn do_put_never_hands_rows_to_a_future_device_nor_takes_time_outside_1970_to_999
             &["new-a", "new-a"],
         );
         assert_eq!(put_error(&mut c, batch).await, None);
+        // A record batch whose body is shorter than its header says (a
+        // forged header): INVALID_ARGUMENT, nothing written, not OK or
+        // INTERNAL.
+        let encoded: Vec<_> = FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![TABLE.into()])))
+            .build(futures::stream::iter([Ok(put_batch(
+                &[123_459],
+                &[t],
+                &[1.0],
+            ))]))
+            .try_collect()
+            .await
+            .unwrap();
+        let mut forged = encoded.clone();
+        let last = forged.last_mut().unwrap();
+        last.data_body = last.data_body.slice(..last.data_body.len() / 2);
+        let e = match c
+            .do_put(futures::stream::iter(forged.into_iter().map(Ok)))
+            .await
+        {
+            Ok(s) => s.try_collect::<Vec<_>>().await.err(),
+            Err(e) => Some(e),
+        };
+        let Some(arrow_flight::error::FlightError::Tonic(s)) = e else {
+            panic!("a forged body was taken: {e:?}")
+        };
+        assert_eq!(s.code(), tonic::Code::InvalidArgument, "{s}");
+        assert!(s.message().contains("runs past"), "{s}");
         // Timestamps before 1970 or past 9999: refused whole.
         for ts in [-5i64, 253_402_300_800_000] {
             let e = put_error(
@@ -389,6 +423,10 @@ fn do_put_never_hands_rows_to_a_future_device_nor_takes_time_outside_1970_to_999
     assert!(
         d.store.latest(TABLE, 123_458, 10).unwrap().is_empty(),
         "nothing partial"
+    );
+    assert!(
+        d.store.latest(TABLE, 123_459, 10).unwrap().is_empty(),
+        "nothing forged"
     );
 }
 
@@ -489,12 +527,24 @@ fn bad_requests_get_clear_errors_and_the_daemon_keeps_serving() {
         for (cmd, says) in [
             (r#"{"table":"m","form":"-1h"}"#, "unknown field"),
             (r#"{"table":"nope"}"#, "nope"),
-            (r#"{"table":"m","from":"yesterday"}"#, "--from"),
+            (r#"{"table":"m","from":"yesterday"}"#, "invalid from"),
             (r#"{"sql":"SELECT * FROM nope"}"#, "nope"),
         ] {
             let e = c.get_flight_info(FlightDescriptor::new_cmd(cmd.to_string())).await.unwrap_err();
             assert!(e.to_string().contains(says), "{cmd}: {e}");
+            // Parameters by their names, not the CLI's flags.
+            assert!(!e.to_string().contains("--"), "{cmd}: {e}");
         }
+        // An unknown table is NOT_FOUND (formats/flight.md), naming the tables.
+        let e = c
+            .get_flight_info(FlightDescriptor::new_cmd(r#"{"table":"nope"}"#.to_string()))
+            .await
+            .unwrap_err();
+        let arrow_flight::error::FlightError::Tonic(s) = e else {
+            panic!("{e}")
+        };
+        assert_eq!(s.code(), tonic::Code::NotFound, "{s}");
+        assert!(s.message().contains("tables: m"), "{s}");
         // A read-only token may not write.
         let data = FlightDataEncoderBuilder::new()
             .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![TABLE.into()])))

@@ -138,6 +138,40 @@ fn json_output_floats_parse_back_to_the_same_bits() {
     run.stop();
 }
 
+/// A misspelt parameter is refused, naming it, on query and export alike
+/// (`form=json` exported the whole table as Arrow); v1's `u`/`p`
+/// credentials are passed over.
+#[test]
+fn unknown_query_parameters_are_refused() {
+    let (_d, _store, run, h) = server();
+    assert_eq!(
+        write(
+            h,
+            "/api/v2/write?precision=ms",
+            "m,device=a v=1,s=2 1700000000000"
+        )
+        .0,
+        204
+    );
+    for path in [
+        "/api/v1/export?table=m&form=json",
+        "/api/v1/query?kind=latest&table=m&device=a&limt=5",
+    ] {
+        let r = http_request(h, "GET", path, "", b"");
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(r.body.contains("unknown field"), "{path}: {}", r.body);
+    }
+    let r = http_request(
+        h,
+        "GET",
+        "/api/v1/query?kind=latest&table=m&device=a&format=json&u=x&p=y",
+        "",
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    run.stop();
+}
+
 /// A write path stopped by a failed WAL write (a full disk) answers 503
 /// with `Retry-After`, as the binary protocol says `unavailable` and
 /// `/health` says 503; not 500.

@@ -82,6 +82,8 @@ fn health_tables_and_metrics() {
     assert_eq!(code, 200);
     for want in [
         "telestore_ingest_rows_total 2",
+        "telestore_ingest_protocol_rows_total{protocol=\"binary\"} 2",
+        "telestore_ingest_protocol_rows_total{protocol=\"flight\"} 0",
         "telestore_ingest_batches_total 1",
         "telestore_rejected_frames_total{reason=\"timestamp_out_of_range\"} 1",
         "telestore_connections_open 1",
@@ -282,7 +284,8 @@ m,device=truck-1,fleet=east temp=-31871.714327714286,n=5i,ok=t 1700000002000
     );
     let (_, m) = http(h, "GET", "/metrics", "");
     for want in [
-        "telestore_http_write_rows_total 4",
+        "telestore_ingest_protocol_rows_total{protocol=\"line_protocol\"} 4",
+        "telestore_ingest_rows_total 4",
         "telestore_http_write_requests_total 2",
         "telestore_http_write_rejected_total 9",
     ] {

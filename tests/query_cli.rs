@@ -134,7 +134,11 @@ fn bad_arguments_exit_2_with_one_line() {
     let (dir, _m) = fixture();
     let d = dir.path();
     let t = TABLE;
-    assert_usage_error(d, &["query", "scan", "--table", "nope"], "--table");
+    assert_usage_error(
+        d,
+        &["query", "scan", "--table", "nope"],
+        "unknown table \"nope\" (tables: m)",
+    );
     assert_usage_error(
         d,
         &["query", "scan", "--table", t, "--fields", "zz"],

@@ -67,7 +67,11 @@ pub struct LoadArgs {
     token: String,
     /// The daemon's HTTP address: used to create the table when it is
     /// missing (7 f64 fields) and for --line-protocol.
-    #[arg(long, default_value = "http://127.0.0.1:7071")]
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:7071",
+        env = "TELESTORE_SERVER"
+    )]
     http: String,
     /// Send InfluxDB line protocol to /api/v2/write instead of binary
     /// frames (devices are named truck-N, tagged fleet=East|West|North|South,

@@ -337,8 +337,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     opts.validate().context("memstore and flush settings")?;
     let shutdown_flush = a.shutdown_flush.or(f.shutdown_flush).unwrap_or(true);
-    let store =
-        Arc::new(Store::open(&dir, opts).with_context(|| format!("opening {}", dir.display()))?);
+    let store = Arc::new(open_store(&dir, opts)?);
     let server = start(store.clone(), listen, cfg)
         .with_context(|| format!("listening on {listen} / {http}"))?;
     tracing::info!(
@@ -497,5 +496,34 @@ impl Signals {
                 _ = tokio::time::sleep(d) => false,
             }
         })
+    }
+}
+
+/// Open the store for writing; on a disk still full (a restart after the
+/// write path stopped for it), open it read-only instead: reads are
+/// served, writes refused (`503`, `unavailable`) and `/health` says why,
+/// until space is freed and the daemon restarted.
+fn open_store(dir: &std::path::Path, opts: Options) -> anyhow::Result<Store> {
+    let ro = Options {
+        read_only: true,
+        ..opts.clone()
+    };
+    match Store::open(dir, opts) {
+        Ok(s) => Ok(s),
+        Err(e) if e.is_disk_full() => {
+            tracing::error!(
+                "opening {} for writes failed, the disk is full ({e}): serving reads only; free space and restart to write",
+                dir.display()
+            );
+            let store = Store::open(dir, ro)
+                .with_context(|| format!("opening {} read-only", dir.display()))?;
+            let why = std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "the disk was full when the daemon started: reads are served, writes refused; free space and restart",
+            );
+            store.stop_writes(&telestore::Error::io(dir, why));
+            Ok(store)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("opening {}", dir.display()))),
     }
 }

@@ -92,6 +92,9 @@ pub struct Shared {
     /// The device registry's in-memory index (the manifest holds it).
     devices: RwLock<devices::DeviceIndex>,
     dir_lock: std::fs::File,
+    /// What opening found and dropped at the WAL's end (its last entry
+    /// torn or damaged), in words; shown by `/health`.
+    pub(crate) wal_tail: Option<String>,
     /// The lock of a WAL directory outside the store.
     wal_lock: Option<std::fs::File>,
 }
@@ -116,6 +119,9 @@ impl Shared {
     /// `Err(ReadOnly)` on a read-only store: `what` would change it.
     pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
         if self.opts.read_only {
+            // Stopped for a reason (a daemon serving reads on a full
+            // disk): that reason is the better answer.
+            self.check_poisoned()?;
             return Err(Error::ReadOnly {
                 what,
                 dir: self.dir.clone(),
@@ -240,12 +246,27 @@ impl Shared {
     }
 
     fn table(&self, name: &str) -> Result<Arc<Table>> {
-        self.tables
+        let found = self
+            .tables
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+            .cloned();
+        // The lock is released before the error takes it again.
+        found.ok_or_else(|| self.unknown_table(name))
+    }
+
+    /// The error for a missing table, naming the tables there are.
+    fn unknown_table(&self, name: &str) -> Error {
+        let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<&str> = tables.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let shown = match names.len() {
+            0 => "none".to_string(),
+            n if n > 20 => format!("{}, … ({n} in all)", names[..20].join(", ")),
+            _ => names.join(", "),
+        };
+        Error::UnknownTable(format!("{name:?} (tables: {shown})"))
     }
 }
 
@@ -378,6 +399,19 @@ impl Store {
     /// otherwise.
     pub fn health(&self) -> Result<()> {
         self.shared.check_poisoned()
+    }
+
+    /// What the last open found wrong but could go past: the WAL's last
+    /// entry torn or damaged (and dropped). Empty when nothing was.
+    pub fn warnings(&self) -> Vec<String> {
+        self.shared.wal_tail.iter().cloned().collect()
+    }
+
+    /// Stop the write path for `cause`: every later write is refused and
+    /// [`Store::health`] says why (a daemon that opened a store read-only
+    /// because the disk was full serves reads, saying so).
+    pub fn stop_writes(&self, cause: &Error) {
+        let _ = self.shared.poison(cause);
     }
 
     /// The engine's latency histograms.

@@ -110,6 +110,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         Ok(())
     })?;
     max_seq = max_seq.max(outcome.last_seq);
+    let outcome_note = outcome.tail_note.clone();
     let next_seq = max_seq.checked_add(1).ok_or_else(|| {
         Error::corrupt(
             "sequence numbers exhausted (u64::MAX recorded)",
@@ -173,6 +174,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         rows_applied: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
+        wal_tail: outcome_note,
         dir_lock: lock,
         wal_lock,
     });

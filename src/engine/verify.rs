@@ -146,8 +146,8 @@ fn check_wal(dir: &Path, report: &mut Report) -> Result<()> {
                 let finding = match scan.verdict {
                     Verdict::Clean => Finding::Ok,
                     Verdict::Torn(pos) => Finding::Note(format!(
-                        "torn tail: {} bytes at offset {pos} (an unacknowledged write cut by a crash), truncated by the next read-write open",
-                        data.len() - pos
+                        "{}; truncated by the next read-write open",
+                        crate::wal::tail_note(&data, pos, &path)
                     )),
                     Verdict::Corrupt(_, e) => Finding::Damaged(e),
                 };

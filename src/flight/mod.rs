@@ -6,6 +6,7 @@
 //! `authorization` header (`Bearer`, or `Basic` with the token as the
 //! password, as `Handshake` and pyarrow's `authenticate_basic_token` do).
 
+mod ipc_check;
 pub mod put;
 pub mod service;
 pub mod sql;

@@ -48,7 +48,7 @@ pub struct Service {
 
 /// A store error as a gRPC status.
 pub fn status_of(e: &Error) -> Status {
-    let m = e.to_string();
+    let m = e.api_text();
     match e {
         Error::UnknownTable(_) => Status::not_found(m),
         Error::InvalidInput { .. } | Error::Decode { .. } | Error::UnsupportedVersion { .. } => {
@@ -430,14 +430,21 @@ impl Service {
         let durability = Durability::parse(r.durability.as_deref().unwrap_or("sync"))
             .map_err(|e| status_of(&e))?;
         let schema = self.store.schema(&r.table).map_err(|e| status_of(&e))?;
-        let mut batches = arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(
-            input.map_err(FlightError::from),
-        );
+        // Every message's buffers are checked against its body first: the
+        // IPC decoder panics on a buffer past the body (a forged header).
+        let checked = input.map(|m| match m {
+            Ok(fd) => super::ipc_check::buffers_within_body(&fd)
+                .map(|()| fd)
+                .map_err(|e| FlightError::Tonic(Box::new(e))),
+            Err(s) => Err(FlightError::from(s)),
+        });
+        let mut batches =
+            arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(checked);
         let store = self.store.clone();
         let stats = self.stats.clone();
         let out = async_stream(move |tx| async move {
             while let Some(b) = batches.next().await {
-                let b = b.map_err(Status::from)?;
+                let b = b.map_err(decode_status)?;
                 let (store, schema) = (store.clone(), schema.clone());
                 let n = b.num_rows();
                 tokio::task::spawn_blocking(move || -> Result<()> {
@@ -561,6 +568,17 @@ impl FlightService for Service {
 
 /// A stream fed by a task: `body` sends items; its error, if any, ends
 /// the stream as the last item.
+/// A DoPut stream that does not decode: the client's fault
+/// (`INVALID_ARGUMENT`), unless the transport failed.
+fn decode_status(e: FlightError) -> Status {
+    match e {
+        FlightError::Tonic(s) => *s,
+        e => invalid(format!(
+            "DoPut: the stream does not decode as Arrow IPC: {e}"
+        )),
+    }
+}
+
 fn async_stream<T, F, Fut>(body: F) -> Stream<T>
 where
     T: Send + 'static,

@@ -281,17 +281,17 @@ fn write_table<W: Write>(
 ) -> Result<()> {
     // Text is escaped for the terminal: a device name cannot carry
     // control characters in (the registry refuses them), but a store
-    // written before that rule may hold some.
-    let shown = |c: Cell| match c {
-        Cell::Text(t) => Cell::Text(escape_control(&t).into_owned()),
-        other => other,
-    };
-    let rows: Vec<Vec<Cell>> = (0..b.num_rows())
+    // written before that rule may hold some. A line break is kept: a
+    // text of several lines (an EXPLAIN plan) takes several lines of
+    // its row, each column aligned.
+    let rows: Vec<Vec<(bool, Vec<String>)>> = (0..b.num_rows())
         .map(|i| b.columns().iter().map(|c| shown(cell(c, i))).collect())
         .collect();
     for r in &rows {
-        for (wd, c) in widths.iter_mut().zip(r) {
-            *wd = (*wd).max(c.text().chars().count());
+        for (wd, (_, lines)) in widths.iter_mut().zip(r) {
+            for l in lines {
+                *wd = (*wd).max(l.chars().count());
+            }
         }
     }
     if !*started {
@@ -300,24 +300,39 @@ fn write_table<W: Write>(
     }
     let mut line = String::new();
     for r in rows {
-        line.clear();
-        for (j, (c, wd)) in r.iter().zip(widths.iter()).enumerate() {
-            if j > 0 {
-                line.push_str("  ");
+        let height = r.iter().map(|(_, l)| l.len()).max().unwrap_or(1);
+        for k in 0..height {
+            line.clear();
+            for (j, ((num, lines), wd)) in r.iter().zip(widths.iter()).enumerate() {
+                if j > 0 {
+                    line.push_str("  ");
+                }
+                let s = lines.get(k).map_or("", String::as_str);
+                let pad = wd.saturating_sub(s.chars().count());
+                if *num {
+                    line.extend(std::iter::repeat_n(' ', pad));
+                    line.push_str(s);
+                } else {
+                    line.push_str(s);
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
             }
-            let s = c.text();
-            let pad = wd.saturating_sub(s.chars().count());
-            if matches!(c, Cell::Num(_)) {
-                line.extend(std::iter::repeat_n(' ', pad));
-                line.push_str(s);
-            } else {
-                line.push_str(s);
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
+            writeln!(w, "{}", line.trim_end()).map_err(io_err)?;
         }
-        writeln!(w, "{}", line.trim_end()).map_err(io_err)?;
     }
     Ok(())
+}
+
+/// A cell as the table shows it: right-aligned or not, and its lines.
+fn shown(c: Cell) -> (bool, Vec<String>) {
+    match c {
+        Cell::Text(t) => {
+            let lines = t.split('\n').map(|l| escape_control(l).into_owned());
+            (false, lines.collect())
+        }
+        Cell::Num(n) => (true, vec![n]),
+        other => (false, vec![other.text().to_string()]),
+    }
 }
 
 fn write_json<W: Write>(
@@ -346,4 +361,40 @@ fn write_json<W: Write>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, Int64Array, StringArray};
+    use std::sync::Arc;
+
+    /// A text of several lines (an EXPLAIN plan) spans lines of its row,
+    /// aligned; other control characters stay escaped.
+    #[test]
+    fn multi_line_text_keeps_its_lines_in_the_table() {
+        let b = RecordBatch::try_from_iter([
+            (
+                "plan",
+                Arc::new(StringArray::from(vec!["a\n  bb\u{7}", "c"])) as ArrayRef,
+            ),
+            ("n", Arc::new(Int64Array::from(vec![1, 22])) as ArrayRef),
+        ])
+        .unwrap();
+        let mut out = Vec::new();
+        let mut widths = vec![4, 1];
+        let mut started = false;
+        write_table(&mut out, &["plan", "n"], &mut widths, &mut started, &b).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let want = [
+            "plan       n",
+            "---------  --",
+            "a           1",
+            "  bb\\u{7}",
+            "c          22",
+            "",
+        ]
+        .join("\n");
+        assert_eq!(text, want);
+    }
 }

@@ -29,8 +29,10 @@ pub enum Kind {
 
 /// Query parameters as text, exactly as given on the command line or in
 /// a query string. Names match the CLI flags without the dashes.
+/// An unknown name is refused (`form=` for `format=` exported the whole
+/// table in the requested format's stead).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct Params {
     /// What to run (default `scan`).
@@ -122,16 +124,7 @@ impl Plan {
 
     /// Check `p` against `store` at time `now_ms`.
     pub fn resolve(store: &Store, p: &Params, now_ms: i64) -> Result<Plan> {
-        let schema = store.schema(&p.table).map_err(|e| match e {
-            Error::UnknownTable(t) => Error::invalid(
-                "--table",
-                format!(
-                    "unknown table {t:?} (tables: {})",
-                    list_or_none(&store.table_names())
-                ),
-            ),
-            e => e,
-        })?;
+        let schema = store.schema(&p.table)?;
         let devices = select_devices(store, p)?;
         let needs_one = matches!(p.kind, Kind::Latest | Kind::Range);
         if needs_one && !matches!(&devices, Devices::Some(v) if v.len() == 1) {

@@ -206,7 +206,9 @@ pub fn route_access(path: &str, method: &Method, metrics_public: bool) -> Option
     match path {
         // The console's page and assets hold no data (the page reads the
         // API with the user's token).
-        "/health" | "/" => None,
+        "/health" | "/" | "/ping" => None,
+        // 1.x's probes (SHOW/CREATE DATABASE: nothing is changed).
+        "/query" => Some(Access::Read),
         p if p.starts_with("/console/") => None,
         "/metrics" if metrics_public => None,
         // Queries only (statements that change anything are refused).

@@ -28,31 +28,61 @@ pub(super) struct Health {
     /// The MQTT subscriber, when one runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     mqtt: Option<MqttHealth>,
+    /// What the store's open found wrong and went past (the WAL's last
+    /// entry torn or damaged, and its rows dropped); absent when nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+/// `/health` without a token, when the daemon requires one: the state,
+/// nothing about tables, brokers or paths.
+#[derive(Serialize, ToSchema)]
+pub(super) struct HealthStatus {
+    /// `ok`, or `unavailable` (the write path stopped).
+    status: &'static str,
 }
 
 /// Is the store healthy?
 ///
 /// `200` while the write path runs; `503` once it stopped (a failed fsync,
 /// a full disk, a closing store), the message saying why. Always open,
-/// for load balancers and probes.
+/// for load balancers and probes; when the daemon requires tokens, a
+/// request without a valid one gets only `{"status"}`. An InfluxDB 2
+/// client library (its `User-Agent`) gets InfluxDB 2's shape (`name`,
+/// `status: pass|fail`, `message`, `version`), which it parses.
 #[utoipa::path(
     get,
     path = "/health",
     tag = "status",
     responses(
-        (status = 200, description = "Healthy", body = Health),
-        (status = 503, description = "The write path stopped: `message` says why", body = ApiError),
+        (status = 200, description = "Healthy (`HealthStatus` without a token when tokens are required)", body = Health),
+        (status = 503, description = "The write path stopped: `message` says why (`{\"status\": \"unavailable\"}` without a token when tokens are required)", body = ApiError),
     )
 )]
-pub(super) async fn health(State(s): State<HttpState>) -> Response {
-    match s.store.health() {
-        Ok(()) => Json(Health {
+pub(super) async fn health(State(s): State<HttpState>, req: axum::extract::Request) -> Response {
+    let state = s.store.health().map_err(|e| e.to_string());
+    if super::influx::is_influx_client(req.headers()) {
+        return super::influx::health_v2(state);
+    }
+    let told = s.auth.tokens.is_open()
+        || super::auth::credential(&req).is_some_and(|c| s.auth.tokens.check(&c).is_some());
+    match (state, told) {
+        (Ok(()), true) => Json(Health {
             status: "ok",
             tables: s.store.table_names(),
             mqtt: s.stats.mqtt.health(),
+            warnings: s.store.warnings(),
         })
         .into_response(),
-        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        (Err(e), true) => json_error(StatusCode::SERVICE_UNAVAILABLE, e),
+        (Ok(()), false) => Json(HealthStatus { status: "ok" }).into_response(),
+        (Err(_), false) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(HealthStatus {
+                status: "unavailable",
+            }),
+        )
+            .into_response(),
     }
 }
 
@@ -199,17 +229,38 @@ fn region_metrics(r: &mut Registry, store: &Store) {
     }
 }
 
+/// Rows written, over all protocols and per protocol (a label).
+fn ingest_rows(r: &mut Registry, stats: &ServerStats) {
+    let per = [
+        ("binary", stats.rows.load(Relaxed)),
+        ("line_protocol", stats.http_rows.load(Relaxed)),
+        ("flight", stats.flight_rows_written.load(Relaxed)),
+        ("mqtt", stats.mqtt.rows.load(Relaxed)),
+    ];
+    counter(
+        r,
+        "ingest_rows",
+        "Rows written, over every protocol",
+        per.iter().map(|p| p.1).sum(),
+    );
+    let fam = Family::<Labels, Counter>::default();
+    for (protocol, n) in per {
+        fam.get_or_create(&vec![("protocol".into(), protocol.into())])
+            .inc_by(n);
+    }
+    r.register(
+        "ingest_protocol_rows",
+        "Rows written, by protocol (binary, line_protocol, flight, mqtt)",
+        fam,
+    );
+}
+
 /// The metrics text (OpenMetrics 1.0): built from the store's and the
 /// server's counters at each scrape.
 pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     let mut r = Registry::with_prefix("telestore");
     let st = store.stats();
-    counter(
-        &mut r,
-        "ingest_rows",
-        "Rows acknowledged through the binary protocol",
-        stats.rows.load(Relaxed),
-    );
+    ingest_rows(&mut r, stats);
     let c: Counter = Counter::default();
     c.inc_by(stats.bytes.load(Relaxed));
     r.register_with_unit(
@@ -232,11 +283,6 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     );
     let http = [
         (
-            "http_write_rows",
-            "Rows written through the line protocol",
-            &stats.http_rows,
-        ),
-        (
             "http_write_requests",
             "Line-protocol requests applied",
             &stats.http_requests,
@@ -258,11 +304,6 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
             &stats.flight_rows_sent,
         ),
         (
-            "flight_rows_written",
-            "Rows written by Flight DoPut",
-            &stats.flight_rows_written,
-        ),
-        (
             "sql_queries",
             "SQL queries answered (HTTP: to the end; Flight: the stream started)",
             &stats.sql_queries,
@@ -273,11 +314,6 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
             &stats.sql_failed,
         ),
         ("mqtt_messages", "MQTT messages taken", &stats.mqtt.messages),
-        (
-            "mqtt_rows",
-            "Rows written from MQTT messages",
-            &stats.mqtt.rows,
-        ),
         (
             "mqtt_acked",
             "MQTT messages acknowledged to the broker (after their rows were durable)",

@@ -11,6 +11,7 @@ pub mod conn;
 mod console;
 mod devices;
 mod http;
+mod influx;
 mod metrics;
 mod openapi;
 mod query;

@@ -83,8 +83,8 @@ pub(super) fn query_error(e: &Error) -> Response {
         Error::QueryLimit { .. } => (StatusCode::UNPROCESSABLE_ENTITY, None),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
     };
-    let arg = arg.map(|a| a.trim_start_matches('-').to_string());
-    ApiError::answer(status, e.to_string(), arg)
+    let arg = arg.map(|a| a.trim_start_matches('-').replace('-', "_"));
+    ApiError::answer(status, e.api_text(), arg)
 }
 
 pub(super) fn format_of(format: Option<&str>, headers: &HeaderMap) -> Result<Format, Error> {
@@ -185,8 +185,19 @@ pub(super) struct Run {
     pub gone: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
+/// The query string as [`Params`]; an unknown parameter is refused. `u`
+/// and `p` (InfluxDB 1.x credentials, read by the auth layer) are passed
+/// over.
 fn parse_params(uri: &Uri) -> Result<Params, Error> {
-    Query::<Params>::try_from_uri(uri)
+    let query = uri.query().unwrap_or("");
+    let kept = form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| k != "u" && k != "p");
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(kept)
+        .finish();
+    let uri: Uri = format!("/?{query}")
+        .parse()
+        .map_err(|_| Error::invalid("query string", "not a valid query string"))?;
+    Query::<Params>::try_from_uri(&uri)
         .map(|q| q.0)
         .map_err(|e| Error::invalid("query string", e.body_text()))
 }

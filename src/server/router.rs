@@ -4,7 +4,7 @@
 //! added any other way.
 
 use super::state::{HttpState, WRITE_BODY_MAX};
-use super::{auth, console, devices, metrics, openapi, query, sql, status, tables, write};
+use super::{auth, console, devices, influx, metrics, openapi, query, sql, status, tables, write};
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use utoipa::OpenApi as _;
@@ -19,6 +19,8 @@ pub(super) fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(status::status))
         .routes(routes!(devices::devices))
         .routes(routes!(metrics::health))
+        .routes(routes!(influx::ping))
+        .routes(routes!(influx::query_v1))
         .routes(routes!(metrics::metrics))
         .routes(routes!(tables::list_tables, tables::create_table))
         .routes(routes!(query::query))

@@ -236,7 +236,9 @@ pub(super) fn failure_of(e: &Error) -> (StatusCode, u64) {
             StatusCode::SERVICE_UNAVAILABLE,
             retry_after_ms.div_ceil(1000).max(1),
         ),
-        Error::Poisoned { .. } | Error::Closed => (StatusCode::SERVICE_UNAVAILABLE, 30),
+        Error::Poisoned { .. } | Error::Closed | Error::ReadOnly { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, 30)
+        }
         Error::InvalidInput { .. } => (StatusCode::BAD_REQUEST, 0),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, 0),
     }

@@ -302,7 +302,7 @@ fn store_error(e: Error) -> WireError {
             format!("store busy (write stall), retry after {retry_after_ms} ms"),
         ),
         Error::InvalidInput { .. } => WireError::frame(ErrorCode::RowCountMismatch, e.to_string()),
-        Error::Poisoned { .. } | Error::Closed => {
+        Error::Poisoned { .. } | Error::Closed | Error::ReadOnly { .. } => {
             WireError::fatal(ErrorCode::Unavailable, e.to_string())
         }
         other => WireError::frame(ErrorCode::Internal, other.to_string()),

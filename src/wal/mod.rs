@@ -7,7 +7,7 @@ mod replay;
 pub mod segment;
 
 pub use frame::{Entry, EntryKind};
-pub use replay::{replay, scan_segment, Recovery, ReplayOutcome, SegmentScan, Verdict};
+pub use replay::{replay, scan_segment, tail_note, Recovery, ReplayOutcome, SegmentScan, Verdict};
 pub use segment::SegmentInfo;
 
 use crate::error::{Error, Result};

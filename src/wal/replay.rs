@@ -40,6 +40,8 @@ pub struct ReplayOutcome {
     /// `(file, offset, bytes dropped)` when a tail was cut (or, read-only,
     /// would be cut by a repairing open).
     pub truncated: Option<(std::path::PathBuf, u64, u64)>,
+    /// What the cut tail held, in words (for logs, `/health`, `verify`).
+    pub tail_note: Option<String>,
     pub entries: u64,
 }
 
@@ -160,9 +162,12 @@ pub fn replay(
             Verdict::Clean => {}
             Verdict::Torn(pos) if !repair => {
                 let dropped = (data.len() - pos) as u64;
+                let note = tail_note(&data, pos, &path);
+                tracing::warn!("{note}; not read (a read-write open cuts it)");
                 out.truncated = Some((path.clone(), pos as u64, dropped));
+                out.tail_note = Some(note);
             }
-            Verdict::Torn(pos) => cut(backend, &path, pos, data.len(), &mut out)?,
+            Verdict::Torn(pos) => cut(backend, &path, &data, pos, &mut out)?,
             Verdict::Corrupt(_, e) if !salvage => return Err(e),
             Verdict::Corrupt(pos, e) => {
                 tracing::error!(
@@ -170,7 +175,7 @@ pub fn replay(
                     path.display(),
                     data.len() - pos
                 );
-                cut(backend, &path, pos, data.len(), &mut out)?;
+                cut(backend, &path, &data, pos, &mut out)?;
                 out.segments.push(info);
                 drop_later(dir, backend, no)?;
                 return Ok(out);
@@ -209,18 +214,45 @@ fn mid_log_error(bad: Decoded<'_>, pos: usize, path: &Path) -> Error {
     }
 }
 
+/// The last entry of a log, cut at `pos`, in words: how many bytes, and,
+/// when its header holds, the rows it carried. A crash during a write
+/// leaves such a tail (never acknowledged); so does damage to the last
+/// entry after it was written, which only the rows' senders can tell.
+pub fn tail_note(data: &[u8], pos: usize, path: &Path) -> String {
+    let bytes = data.len() - pos;
+    let head = format!(
+        "WAL {}: the last entry, at offset {pos} ({bytes} bytes), is torn or damaged",
+        path.display()
+    );
+    let b = &data[pos..];
+    if !valid_header_at(b) {
+        return format!("{head}: its header does not hold, so its rows are not known");
+    }
+    let len = crate::util::bin::le_u32(b, 0) as usize;
+    let count = crate::util::bin::le_u32(b, 12);
+    let seq = crate::util::bin::le_u64(b, 16);
+    let whole = super::frame::FRAME_HEADER_LEN + len <= b.len();
+    let payload = if whole {
+        "its payload checksum fails"
+    } else {
+        "its payload is cut short"
+    };
+    format!(
+        "{head}: {payload}; it held {count} rows or deletes (sequence {seq}..), dropped: written by a crash they were never acknowledged, acknowledged they were damaged since"
+    )
+}
+
 fn cut(
     backend: &dyn Backend,
     path: &Path,
+    data: &[u8],
     pos: usize,
-    len: usize,
     out: &mut ReplayOutcome,
 ) -> Result<()> {
-    tracing::warn!(
-        "WAL {}: torn tail of {} bytes at offset {pos} truncated",
-        path.display(),
-        len - pos
-    );
+    let len = data.len();
+    let note = tail_note(data, pos, path);
+    tracing::warn!("{note}; truncated");
+    out.tail_note = Some(note);
     let f = backend.open(path, OpenMode::ReadWrite)?;
     f.set_len(pos as u64)?;
     f.sync_all()?;

@@ -86,15 +86,24 @@ $("auth").addEventListener("submit", (ev) => {
   $("auth").hidden = true;
 });
 
-// A polyline of `ys` (oldest first) filling `svg`'s view box.
-function drawLine(svg, ys, height) {
+// A polyline of `ys` (oldest first) filling `svg`'s view box. The y axis
+// starts at 0 when `zero` (rates), else it spans the data (a latitude
+// would otherwise draw flat). With `xs` (times) and `span` ([from, to])
+// a point sits at its time, else at its index.
+function drawLine(svg, ys, height, { zero = true, xs = null, span = null } = {}) {
   svg.replaceChildren();
-  const max = Math.max(1e-9, ...ys);
-  const min = Math.min(0, ...ys);
+  const lo = ys.reduce((a, y) => Math.min(a, y), Infinity);
+  const hi = ys.reduce((a, y) => Math.max(a, y), -Infinity);
+  let min = zero ? Math.min(0, lo) : lo;
+  let max = zero ? Math.max(1e-9, hi) : hi;
+  if (!ys.length) { min = 0; max = 1; }
+  // A flat series draws across the middle.
+  const [bottom, top] = max > min ? [min, max] : [min - 0.5, max + 0.5];
   const w = 600;
   const pts = ys.map((y, i) => {
-    const x = ys.length > 1 ? (i * w) / (ys.length - 1) : 0;
-    const yy = height - ((y - min) / (max - min || 1)) * (height - 8) - 4;
+    let x = ys.length > 1 ? (i * w) / (ys.length - 1) : 0;
+    if (xs && span && span[1] > span[0]) x = ((xs[i] - span[0]) * w) / (span[1] - span[0]);
+    const yy = height - ((y - bottom) / (top - bottom)) * (height - 8) - 4;
     return x.toFixed(1) + "," + yy.toFixed(1);
   });
   svg.append(svgEl("polyline", { points: pts.join(" ") }));
@@ -245,8 +254,9 @@ async function showDevice() {
       from: from + "ms", to: (to + 1) + "ms", fields: device.field, order: "asc",
     });
     const ys = points.map((p) => Number(p[device.field]));
+    const xs = points.map(tsOf);
     const chart = $("device-chart");
-    const { min, max } = drawLine(chart, ys, 160);
+    const { min, max } = drawLine(chart, ys, 160, { zero: false, xs, span: [from, to] });
     chart.dataset.points = ys.length;
     $("device-from").textContent = when(from);
     $("device-to").textContent = when(to);
