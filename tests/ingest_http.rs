@@ -101,9 +101,22 @@ fn health_tables_and_metrics() {
         "telestore_write_slowdowns_total 0",
         "telestore_background_write_rate_bytes_per_second 0",
         "telestore_background_write_wait_milliseconds_total 0",
+        "# UNIT telestore_background_write_wait_milliseconds milliseconds",
+        "# UNIT telestore_background_write_rate_bytes_per_second bytes_per_second",
         "telestore_ingest_bytes_total ",
     ] {
         assert!(m.contains(want), "metrics lack {want:?}:\n{m}");
+    }
+    // Every family named after a unit says it (`# UNIT`).
+    for line in m.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = line.split(' ').next().unwrap();
+        let unit = ["_seconds", "_milliseconds", "_bytes", "_bytes_per_second"]
+            .into_iter()
+            .find(|u| name.ends_with(u) && !name.ends_with("rows_per_second"));
+        if let Some(u) = unit {
+            let want = format!("# UNIT {name} {}", &u[1..]);
+            assert!(m.contains(&want), "{name} lacks {want:?}");
+        }
     }
     // Scrapers asking for the classic text format get it.
     let accept = "Accept: text/plain;version=0.0.4\r\n";

@@ -100,11 +100,16 @@ fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
     r.register(name, help, g);
 }
 
-/// A gauge in bytes: `name` gets the `_bytes` suffix and a `# UNIT` line.
-fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
+/// A gauge whose name ends in its unit (`# UNIT`).
+fn gauge_in(r: &mut Registry, (name, unit): (&str, Unit), help: &str, v: f64) {
     let g: Gauge<f64, AtomicU64> = Gauge::default();
     g.set(v);
-    r.register_with_unit(name, help, Unit::Bytes, g);
+    r.register_with_unit(name, help, unit, g);
+}
+
+/// A gauge in bytes: `name` gets the `_bytes` suffix and a `# UNIT` line.
+fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
+    gauge_in(r, (name, Unit::Bytes), help, v);
 }
 
 /// The query pool: what runs, what it holds, and how queries ended.
@@ -410,17 +415,19 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
         "Bytes the pending minor compactions of all regions would read",
         st.compaction_debt_bytes as f64,
     );
-    gauge(
+    gauge_in(
         &mut r,
-        "background_write_rate_bytes_per_second",
+        ("background_write_rate", Unit::Other("bytes_per_second".into())),
         "Rate of the background write limiter now (0: no limiter)",
         st.background_write_rate_bytes_per_sec as f64,
     );
-    counter(
-        &mut r,
-        "background_write_wait_milliseconds",
+    let c: Counter = Counter::default();
+    c.inc_by(st.background_write_wait_ms);
+    r.register_with_unit(
+        "background_write_wait",
         "Time compactions waited for the background write limiter",
-        st.background_write_wait_ms,
+        Unit::Other("milliseconds".into()),
+        c,
     );
     counter(
         &mut r,
@@ -581,9 +588,9 @@ fn mqtt_metrics(r: &mut Registry, store: &Store, m: &crate::mqtt::Stats) {
         "MQTT messages taken and not yet durable (so not yet acknowledged)",
         m.pending.load(Relaxed) as f64,
     );
-    gauge(
+    gauge_in(
         r,
-        "mqtt_lag_seconds",
+        ("mqtt_lag", Unit::Seconds),
         "Age of the oldest MQTT message taken and not yet durable (0: none)",
         m.lag_seconds(store.now_ms()),
     );
