@@ -6,6 +6,7 @@ Usage: influx_write.py URL TABLE N
 Writes N points of measurement TABLE for devices "py-0".."py-4" with a
 `fleet` tag and fields temp (float), count (int), ok (bool), timestamps in
 ms from 1700000000000 one second apart, in two batches (one gzip-compressed).
+First the client's own probes: ping() must be True and health() "pass".
 Prints nothing on success; raises on any error."""
 import sys
 
@@ -29,6 +30,11 @@ def points(table, lo, hi):
 def main():
     url, table, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     half = n // 2
+    with InfluxDBClient(url=url, token="unused", org="telestore") as c:
+        assert c.ping(), "ping() is False"
+        h = c.health()
+        assert h.status == "pass", f"health() is {h}"
+        assert c.version().startswith("telestore-"), c.version()
     for gzip, lo, hi in [(False, 0, half), (True, half, n)]:
         with InfluxDBClient(url=url, token="unused", org="telestore", enable_gzip=gzip) as c:
             c.write_api(write_options=SYNCHRONOUS).write(
