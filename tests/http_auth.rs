@@ -76,23 +76,59 @@ fn health_says_little_without_a_token_and_influxdb_probes_answer() {
     let ua = "User-Agent: influxdb-client-python/1.49.0\r\n";
     let r = http_request(h, "GET", "/health", ua, b"");
     let v2: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    assert_eq!((r.status, &v2["status"], &v2["name"]), (200, &"pass".into(), &"telestore".into()), "{v2}");
-    assert!(v2["version"].as_str().unwrap().starts_with("telestore-"), "{v2}");
+    assert_eq!(
+        (r.status, &v2["status"], &v2["name"]),
+        (200, &"pass".into(), &"telestore".into()),
+        "{v2}"
+    );
+    assert!(
+        v2["version"].as_str().unwrap().starts_with("telestore-"),
+        "{v2}"
+    );
     let ping = with_auth(h, "GET", "/ping", "", "");
     assert_eq!(ping.status, 204);
-    assert!(ping.header("X-Influxdb-Version").unwrap().starts_with("telestore-"), "{}", ping.head);
+    assert!(
+        ping.header("X-Influxdb-Version")
+            .unwrap()
+            .starts_with("telestore-"),
+        "{}",
+        ping.head
+    );
     // 1.x probes, with 1.x's u/p credentials.
     let q = |query: &str| -> serde_json::Value {
-        let r = with_auth(h, "GET", &format!("/query?u=x&p=r-secret&q={query}"), "", "");
+        let r = with_auth(
+            h,
+            "GET",
+            &format!("/query?u=x&p=r-secret&q={query}"),
+            "",
+            "",
+        );
         assert_eq!(r.status, 200, "{query}: {}", r.body);
         serde_json::from_str(&r.body).unwrap()
     };
     let dbs = q("SHOW%20DATABASES");
-    assert_eq!(dbs["results"][0]["series"][0]["values"], serde_json::json!([["telestore"]]), "{dbs}");
-    assert_eq!(q("CREATE%20DATABASE%20x")["results"][0], serde_json::json!({"statement_id": 0}));
+    assert_eq!(
+        dbs["results"][0]["series"][0]["values"],
+        serde_json::json!([["telestore"]]),
+        "{dbs}"
+    );
+    assert_eq!(
+        q("CREATE%20DATABASE%20x")["results"][0],
+        serde_json::json!({"statement_id": 0})
+    );
     let both = q("SHOW%20MEASUREMENTS%3B%20SELECT%20*%20FROM%20m");
-    assert_eq!(both["results"][0]["series"][0]["values"], serde_json::json!([["m"]]), "{both}");
-    assert!(both["results"][1]["error"].as_str().unwrap().contains("/api/v1/sql"), "{both}");
+    assert_eq!(
+        both["results"][0]["series"][0]["values"],
+        serde_json::json!([["m"]]),
+        "{both}"
+    );
+    assert!(
+        both["results"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("/api/v1/sql"),
+        "{both}"
+    );
     let form = with_auth(h, "POST", "/query", w, "q=SHOW+DATABASES");
     assert!(form.body.contains("telestore"), "{}", form.body);
     run.stop();

@@ -417,7 +417,10 @@ pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
     );
     gauge_in(
         &mut r,
-        ("background_write_rate", Unit::Other("bytes_per_second".into())),
+        (
+            "background_write_rate",
+            Unit::Other("bytes_per_second".into()),
+        ),
         "Rate of the background write limiter now (0: no limiter)",
         st.background_write_rate_bytes_per_sec as f64,
     );
