@@ -24,9 +24,9 @@ const DATABASE: &str = "telestore";
 
 /// Is the server up? (InfluxDB's ping)
 ///
-/// `204` with InfluxDB's version headers; needs no token.
+/// `204` with InfluxDB's version headers (`HEAD` too); needs no token.
 #[utoipa::path(
-    method(get, head),
+    get,
     path = "/ping",
     tag = "status",
     responses((status = 204, description = "Up",
@@ -110,7 +110,7 @@ pub(super) struct V1Results {
 /// tables). `q` comes in the query string or, on POST, a form body. Any
 /// other statement is answered with an `error` naming `/api/v1/sql`.
 #[utoipa::path(
-    method(get, post),
+    get,
     path = "/query",
     tag = "query",
     params(V1QueryParams),
@@ -120,6 +120,37 @@ pub(super) struct V1Results {
     )
 )]
 pub(super) async fn query_v1(
+    s: State<HttpState>,
+    q: Result<Query<V1QueryParams>, QueryRejection>,
+) -> Response {
+    query_v1_of(s, q, axum::body::Bytes::new())
+}
+
+/// InfluxQL probes (InfluxDB 1.x), `q` in a form body
+///
+/// As `GET /query`, the statements in the body (`q=…`,
+/// `application/x-www-form-urlencoded`) or the query string.
+#[utoipa::path(
+    post,
+    path = "/query",
+    tag = "query",
+    params(V1QueryParams),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`q=statements`"),
+    responses(
+        (status = 200, description = "One result per statement (a refused one carries `error`)", body = V1Results),
+        (status = 400, description = "No `q`", body = super::write::InfluxV1Error),
+    )
+)]
+pub(super) async fn query_v1_form(
+    s: State<HttpState>,
+    q: Result<Query<V1QueryParams>, QueryRejection>,
+    body: axum::body::Bytes,
+) -> Response {
+    query_v1_of(s, q, body)
+}
+
+fn query_v1_of(
     State(s): State<HttpState>,
     q: Result<Query<V1QueryParams>, QueryRejection>,
     body: axum::body::Bytes,

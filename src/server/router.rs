@@ -20,7 +20,7 @@ pub(super) fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(devices::devices))
         .routes(routes!(metrics::health))
         .routes(routes!(influx::ping))
-        .routes(routes!(influx::query_v1))
+        .routes(routes!(influx::query_v1, influx::query_v1_form))
         .routes(routes!(metrics::metrics))
         .routes(routes!(tables::list_tables, tables::create_table))
         .routes(routes!(query::query))
