@@ -29,7 +29,8 @@ pub struct ServeArgs {
     /// compaction_debt_stop_mib, slowdown_file_count,
     /// columnar_min_compaction_mib, latest_cache_devices,
     /// query_timeout_s, queries_max, query_queue_s, query_memory_mib,
-    /// query_spill_mib, connections_max, header_timeout_s.
+    /// query_spill_mib, connections_max, header_timeout_s, a [tls] table
+    /// (cert, key, client_ca).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory [default: telestore-data].
@@ -183,6 +184,18 @@ pub struct ServeArgs {
     /// closed after it too [default: 30].
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_timeout_s: Option<u64>,
+    /// TLS on every port (HTTP, binary protocol, Flight): the server's
+    /// certificate chain (PEM). Needs --tls-key. Both are read again on
+    /// SIGHUP (new connections get the new certificate).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With TLS: clients must present a certificate signed by one of
+    /// these CAs (PEM); what they may do is still their token's.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
     #[command(flatten)]
     background: super::background::BackgroundArgs,
 }
@@ -226,6 +239,36 @@ struct ServeFile {
     query_spill_mib: Option<u64>,
     connections_max: Option<u64>,
     header_timeout_s: Option<u64>,
+    tls: Option<TlsFile>,
+}
+
+/// The configuration file's `[tls]` table.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct TlsFile {
+    cert: PathBuf,
+    key: PathBuf,
+    client_ca: Option<PathBuf>,
+}
+
+/// TLS from the flags, else the file's `[tls]`; `None`: plain TCP.
+fn tls_of(a: &ServeArgs, f: &ServeFile) -> Result<Option<Arc<telestore::server::tls::Tls>>> {
+    use telestore::server::tls::{Tls, TlsFiles};
+    let files = match (&a.tls_cert, &a.tls_key, &f.tls) {
+        (Some(cert), Some(key), _) => TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: a.tls_client_ca.clone(),
+        },
+        (None, None, Some(t)) => TlsFiles {
+            cert: t.cert.clone(),
+            key: t.key.clone(),
+            client_ca: a.tls_client_ca.clone().or(t.client_ca.clone()),
+        },
+        (None, None, None) => return Ok(None),
+        _ => anyhow::bail!("--tls-cert and --tls-key go together"),
+    };
+    Ok(Some(Tls::load(files).context("TLS")?))
 }
 
 fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
@@ -241,6 +284,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let mut signals = Signals::new()?;
     let f = load_file(&a.config)?;
     let queries = query_limits(&a, &f);
+    let tls = tls_of(&a, &f)?;
     let dir = a
         .dir
         .or(f.dir)
@@ -264,6 +308,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
     }
     let cfg = ServerConfig {
+        tls: tls.clone(),
         tokens,
         metrics_public: a.metrics_public.or(f.metrics_public).unwrap_or(true),
         max_inflight_bytes: a.max_inflight_mib.or(f.max_inflight_mib).unwrap_or(32) << 20,
@@ -351,9 +396,17 @@ pub fn run(a: ServeArgs) -> Result<()> {
         tracing::info!("console: http://{h}/ (telestore top --server http://{h})");
     }
     if let Some(f) = server.flight_addr {
-        tracing::info!("arrow flight listening on grpc+tcp://{f}");
+        let scheme = if tls.is_some() {
+            "grpc+tls"
+        } else {
+            "grpc+tcp"
+        };
+        tracing::info!("arrow flight listening on {scheme}://{f}");
     }
-    signals.wait();
+    if tls.is_some() {
+        tracing::info!("TLS on every port (SIGHUP reads the certificate and key again)");
+    }
+    signals.wait(tls.as_deref());
     tracing::info!("shutting down: finishing in-flight batches");
     server.stop();
     store.sync()?;
@@ -452,11 +505,12 @@ fn flush_before_exit(store: &Arc<Store>, signals: &mut Signals) -> Result<()> {
 }
 
 /// SIGINT and SIGTERM, listened to from creation on (a signal between
-/// two waits is not lost).
+/// two waits is not lost), and SIGHUP (reload TLS).
 struct Signals {
     rt: tokio::runtime::Runtime,
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -465,23 +519,31 @@ impl Signals {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let (int, term) = {
+        let (int, term, hup) = {
             let _in_rt = rt.enter();
             (
                 signal(SignalKind::interrupt())?,
                 signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
             )
         };
-        Ok(Signals { rt, int, term })
+        Ok(Signals { rt, int, term, hup })
     }
 
-    /// Block until SIGINT or SIGTERM.
-    fn wait(&mut self) {
-        let (int, term) = (&mut self.int, &mut self.term);
+    /// Block until SIGINT or SIGTERM; on SIGHUP read `tls`'s files again.
+    fn wait(&mut self, tls: Option<&telestore::server::tls::Tls>) {
+        let (int, term, hup) = (&mut self.int, &mut self.term, &mut self.hup);
         self.rt.block_on(async {
-            tokio::select! {
-                _ = int.recv() => {},
-                _ = term.recv() => {},
+            loop {
+                tokio::select! {
+                    _ = int.recv() => return,
+                    _ = term.recv() => return,
+                    _ = hup.recv() => match tls.map(|t| t.reload()) {
+                        Some(Ok(())) => tracing::info!("SIGHUP: TLS certificate and key read again"),
+                        Some(Err(e)) => tracing::error!("SIGHUP: TLS not reloaded, the old certificate stays: {e}"),
+                        None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
+                    },
+                }
             }
         });
     }

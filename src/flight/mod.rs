@@ -13,7 +13,8 @@ pub mod sql;
 pub mod ticket;
 
 use crate::error::{Error, Result};
-use crate::server::conn::Gate;
+use crate::server::conn::{Admitted, Gate};
+use crate::server::tls::{Port, Tls};
 use arrow_flight::flight_service_server::FlightServiceServer;
 use service::Service;
 use std::future::Future;
@@ -25,10 +26,12 @@ use tokio::net::TcpListener;
 /// batch of 65,536 wide rows).
 pub const FLIGHT_MESSAGE_MAX: usize = 64 << 20;
 
-/// The location clients reach `addr` at, or `None` for a wildcard
-/// address (endpoints then name no location: "the service you asked").
-pub fn location_of(addr: SocketAddr) -> Option<String> {
-    (!addr.ip().is_unspecified()).then(|| format!("grpc+tcp://{addr}"))
+/// The location clients reach `addr` at (`grpc+tls://` when `tls`), or
+/// `None` for a wildcard address (endpoints then name no location: "the
+/// service you asked").
+pub fn location_of(addr: SocketAddr, tls: bool) -> Option<String> {
+    let scheme = if tls { "grpc+tls" } else { "grpc+tcp" };
+    (!addr.ip().is_unspecified()).then(|| format!("{scheme}://{addr}"))
 }
 
 /// Bytes of HTTP/2's connection preface: a client must send them within
@@ -43,7 +46,7 @@ pub async fn serve(
     listener: TcpListener,
     service: Service,
     gate: std::sync::Arc<Gate>,
-    header_timeout: Duration,
+    (header_timeout, tls): (Duration, Option<std::sync::Arc<Tls>>),
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let addr = listener
@@ -59,11 +62,83 @@ pub async fn serve(
         }
         Some((Ok::<_, std::io::Error>(conn), (l, gate)))
     });
-    tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(header_timeout))
         .http2_keepalive_timeout(Some(header_timeout))
-        .add_service(svc)
-        .serve_with_incoming_shutdown(incoming, stop)
-        .await
-        .map_err(|e| Error::io(format!("<flight {addr}>"), std::io::Error::other(e)))
+        .add_service(svc);
+    let done = match tls {
+        None => server.serve_with_incoming_shutdown(incoming, stop).await,
+        Some(tls) => {
+            let secured = handshakes(incoming, tls, header_timeout);
+            server.serve_with_incoming_shutdown(secured, stop).await
+        }
+    };
+    done.map_err(|e| Error::io(format!("<flight {addr}>"), std::io::Error::other(e)))
+}
+
+/// The connections of `incoming` once their TLS handshake is done (each in
+/// a task of its own, within `timeout`: a slow client holds up no other).
+fn handshakes(
+    incoming: impl futures::Stream<Item = std::io::Result<Admitted>> + Send + 'static,
+    tls: std::sync::Arc<Tls>,
+    timeout: Duration,
+) -> impl futures::Stream<Item = std::io::Result<TlsConn>> {
+    use futures::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut incoming = std::pin::pin!(incoming);
+        while let Some(Ok(conn)) = incoming.next().await {
+            let (acceptor, tx) = (tls.acceptor(Port::Flight), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(timeout, acceptor.accept(conn)).await {
+                    Ok(Ok(s)) => _ = tx.send(Ok(TlsConn(s))).await,
+                    Ok(Err(e)) => tracing::debug!("flight tls handshake: {e}"),
+                    Err(_) => tracing::debug!("flight tls handshake: timed out"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// A Flight connection over TLS, as tonic takes one.
+pub struct TlsConn(tokio_rustls::server::TlsStream<Admitted>);
+
+impl tonic::transport::server::Connected for TlsConn {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.0.get_ref().0.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for TlsConn {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for TlsConn {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }

@@ -5,6 +5,7 @@
 //! open connections finish their requests, for at most the grace period.
 
 use super::conn::Gate;
+use super::tls::{Port, Tls};
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -20,13 +21,14 @@ use tokio::sync::watch;
 /// header are longer).
 const FIRST_BYTES: usize = 24;
 
-/// Serve `app` on `listener` until `stop` turns true.
+/// Serve `app` on `listener` until `stop` turns true; with `tls`, every
+/// connection's TLS handshake must end within the header timeout.
 pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     gate: Arc<Gate>,
-    header_timeout: Duration,
-    grace: Duration,
+    (header_timeout, grace): (Duration, Duration),
+    tls: Option<Arc<Tls>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -50,13 +52,34 @@ pub(super) async fn serve(
             tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
         }
         let svc = TowerToHyperService::new(app.clone());
-        let served = builder
-            .serve_connection_with_upgrades(TokioIo::new(conn), svc)
-            .into_owned();
-        let served = graceful.watch(served);
+        let Some(tls) = &tls else {
+            let served = builder
+                .serve_connection_with_upgrades(TokioIo::new(conn), svc)
+                .into_owned();
+            let served = graceful.watch(served);
+            tokio::spawn(async move {
+                if let Err(e) = served.await {
+                    tracing::debug!("http connection {peer}: {e}");
+                }
+            });
+            continue;
+        };
+        // The handshake runs in the connection's task: a slow client does
+        // not hold up the accept loop.
+        let (acceptor, builder, watcher) = (
+            tls.acceptor(Port::Http),
+            builder.clone(),
+            graceful.watcher(),
+        );
         tokio::spawn(async move {
-            if let Err(e) = served.await {
-                tracing::debug!("http connection {peer}: {e}");
+            let stream = match tokio::time::timeout(header_timeout, acceptor.accept(conn)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return tracing::debug!("tls handshake from {peer}: {e}"),
+                Err(_) => return tracing::debug!("tls handshake from {peer}: timed out"),
+            };
+            let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            if let Err(e) = watcher.watch(served.into_owned()).await {
+                tracing::debug!("https connection {peer}: {e}");
             }
         });
     }

@@ -21,6 +21,7 @@ mod state;
 pub mod status;
 mod tables;
 mod tcp;
+pub mod tls;
 mod write;
 
 pub use metrics::{classic_text, render_metrics};
@@ -112,8 +113,8 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                 l,
                 app,
                 gate.clone(),
-                cfg.header_timeout,
-                cfg.shutdown_grace,
+                (cfg.header_timeout, cfg.shutdown_grace),
+                cfg.tls.clone(),
                 rx.clone(),
             ));
             Some(bound)
@@ -130,16 +131,16 @@ pub fn start(store: Arc<Store>, listen: SocketAddr, cfg: ServerConfig) -> crate:
                 store: store.clone(),
                 stats: stats.clone(),
                 tokens: cfg.tokens.clone(),
-                location: crate::flight::location_of(bound),
+                location: crate::flight::location_of(bound, cfg.tls.is_some()),
                 queries: queries.clone(),
             };
             let mut stop_flight = rx.clone();
             let done = async move {
                 let _ = stop_flight.changed().await;
             };
-            let (gate, first) = (gate.clone(), cfg.header_timeout);
+            let (gate, first, tls) = (gate.clone(), cfg.header_timeout, cfg.tls.clone());
             rt.spawn(async move {
-                if let Err(e) = crate::flight::serve(l, service, gate, first, done).await {
+                if let Err(e) = crate::flight::serve(l, service, gate, (first, tls), done).await {
                     tracing::error!("flight server failed: {e}");
                 }
             });

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     /// How long an HTTP or Flight client may take to send a request's
     /// headers (HTTP: also how long a kept-alive connection may sit idle).
     pub header_timeout: Duration,
+    /// TLS on every listener (HTTP, binary, Flight); `None`: plain TCP.
+    pub tls: Option<std::sync::Arc<super::tls::Tls>>,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +83,7 @@ impl Default for ServerConfig {
             queries: crate::sql::QueryLimits::default(),
             connections_max: 4096,
             header_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }

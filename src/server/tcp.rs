@@ -10,6 +10,7 @@
 use super::auth::Access;
 use super::conn::{Admitted, Gate};
 use super::state::{ServerConfig, ServerStats};
+use super::tls::Port;
 use crate::engine::Durability;
 use crate::error::Error;
 use crate::ingest::proto::{
@@ -93,11 +94,38 @@ async fn connection(
     peer: SocketAddr,
     cfg: ServerConfig,
     stats: Arc<ServerStats>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let (stream, _slot) = admitted.into_parts();
     stream.set_nodelay(true)?;
-    let (rd, mut wr) = stream.into_split();
+    let Some(tls) = cfg.tls.clone() else {
+        return speak(store, stream, peer, cfg, stats, stop).await;
+    };
+    // The TLS handshake counts against the protocol's handshake timeout.
+    let accept = tls.acceptor(Port::Binary).accept(stream);
+    match tokio::time::timeout(cfg.handshake_timeout, accept).await {
+        Ok(Ok(s)) => speak(store, s, peer, cfg, stats, stop).await,
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no TLS handshake within the timeout",
+        )),
+    }
+}
+
+/// The binary protocol over `stream` (TCP, or TLS over it).
+async fn speak<S>(
+    store: Arc<Store>,
+    stream: S,
+    peer: SocketAddr,
+    cfg: ServerConfig,
+    stats: Arc<ServerStats>,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let (rd, mut wr) = tokio::io::split(stream);
     let mut rd = BufReader::with_capacity(256 << 10, rd);
     let hs = match tokio::time::timeout(cfg.handshake_timeout, read_handshake(&mut rd)).await {
         Ok(Ok(Ok(h))) => h,
@@ -238,7 +266,7 @@ async fn reject_and_close(
 
 /// Answer each pending frame in order; a fatal error ends the connection.
 async fn send_acks(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: impl tokio::io::AsyncWrite + Unpin,
     mut rx: mpsc::UnboundedReceiver<Pending>,
     stats: Arc<ServerStats>,
 ) -> std::io::Result<()> {
