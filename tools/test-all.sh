@@ -55,6 +55,12 @@ if ! { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 ||
   apt_install "the MQTT tests" mosquitto mosquitto-clients openssl
 fi
 
+# The TLS test (tests/tls.rs) makes certificates with openssl and speaks
+# HTTPS through curl.
+if ! command -v curl >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
+  apt_install "the TLS test" curl openssl
+fi
+
 step "cargo fmt --check"
 cargo fmt --check
 
