@@ -177,7 +177,8 @@ impl Error {
     }
 }
 
-/// `--name-with-dashes` written as `name_with_dashes` wherever it occurs.
+/// `--name-with-dashes` written as `name_with_dashes` wherever it occurs,
+/// but after `serve ` (a daemon setting named for its operator).
 fn api_names(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -187,10 +188,12 @@ fn api_names(text: &str) -> String {
         let n = after
             .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
             .unwrap_or(after.len());
-        if n == 0 || !after.starts_with(|c: char| c.is_ascii_lowercase()) {
-            out.push_str("--");
-        } else {
+        let flag = n > 0 && after.starts_with(|c: char| c.is_ascii_lowercase());
+        if flag && !out.ends_with("serve ") {
             out.push_str(&after[..n].replace('-', "_"));
+        } else {
+            out.push_str("--");
+            out.push_str(&after[..n]);
         }
         rest = &after[n..];
     }
@@ -213,5 +216,9 @@ mod api_text_tests {
             "invalid group_by: give only one of device, devices and where"
         );
         assert_eq!(api_names("a -- b --x"), "a -- b x");
+        assert_eq!(
+            api_names("(serve --query-timeout-s)"),
+            "(serve --query-timeout-s)"
+        );
     }
 }

@@ -223,6 +223,8 @@ fn serve_warns_when_exposed_without_a_token_and_names_a_bad_token_file() {
     let mut warned = false;
     for line in err.lines() {
         let line = line.unwrap();
+        // Not a terminal (a pipe, as a log file): no colour codes.
+        assert!(!line.contains('\x1b'), "colour codes in a log: {line:?}");
         warned |= line.contains("not a loopback address and no token");
         if line.contains("http (") {
             break;

@@ -367,7 +367,8 @@ fn the_load_generator_writes_line_protocol_with_named_tagged_trucks() {
             "5m",
         ])
         .args(["--batch", "10", "--connections", "2"])
-        .args(["--http", &format!("http://{h}")])
+        // The daemon named as every other command takes it.
+        .env("TELESTORE_SERVER", format!("http://{h}"))
         .output()
         .unwrap();
     assert!(

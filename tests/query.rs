@@ -336,8 +336,15 @@ fn agg_matches_the_model_for_every_function_and_grouping() {
 #[test]
 fn bad_arguments_are_refused_naming_the_argument() {
     let (_d, store, _m) = setup();
+    // An unknown table is its own error, naming the tables there are.
+    let mut p = params(Kind::Scan);
+    p.table = "nope".into();
+    let Err(e) = Plan::resolve(&store, &p, store.now_ms()) else {
+        panic!("an unknown table was taken")
+    };
+    assert!(matches!(e, Error::UnknownTable(_)), "{e}");
+    assert!(e.to_string().contains("(tables: "), "{e}");
     let cases: Vec<(&str, Edit)> = vec![
-        ("--table", Box::new(|p| p.table = "nope".into())),
         ("--fields", Box::new(|p| p.fields = Some("f,nope".into()))),
         (
             "--device",
