@@ -91,10 +91,17 @@ impl Error {
         }
     }
 
-    /// The error as a network API (HTTP, Flight) tells it: a CLI flag it
-    /// names (`--group-by`) is the request parameter (`group_by`).
+    /// The error as a network API (HTTP, Flight) tells it: an invalid
+    /// argument named by its CLI flag (`--group-by`, the query plan's
+    /// errors) names the request parameter (`group_by`), in its message
+    /// too. Any other error (SQL text, a daemon setting) is as displayed.
     pub fn api_text(&self) -> String {
-        api_names(&self.to_string())
+        match self {
+            Error::InvalidInput { what, .. } if what.starts_with("--") => {
+                api_names(&self.to_string())
+            }
+            _ => self.to_string(),
+        }
     }
 
     /// Wrap an `std::io::Error` with the path it concerned.
@@ -177,8 +184,7 @@ impl Error {
     }
 }
 
-/// `--name-with-dashes` written as `name_with_dashes` wherever it occurs,
-/// but after `serve ` (a daemon setting named for its operator).
+/// `--name-with-dashes` written as `name_with_dashes` wherever it occurs.
 fn api_names(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -189,7 +195,7 @@ fn api_names(text: &str) -> String {
             .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
             .unwrap_or(after.len());
         let flag = n > 0 && after.starts_with(|c: char| c.is_ascii_lowercase());
-        if flag && !out.ends_with("serve ") {
+        if flag {
             out.push_str(&after[..n].replace('-', "_"));
         } else {
             out.push_str("--");
@@ -216,9 +222,11 @@ mod api_text_tests {
             "invalid group_by: give only one of device, devices and where"
         );
         assert_eq!(api_names("a -- b --x"), "a -- b x");
-        assert_eq!(
-            api_names("(serve --query-timeout-s)"),
-            "(serve --query-timeout-s)"
-        );
+        // A daemon setting named for its operator stays a flag.
+        let e = Error::QueryLimit {
+            what: "timeout",
+            message: "past its limit (serve --query-timeout-s)".into(),
+        };
+        assert!(e.api_text().contains("(serve --query-timeout-s)"));
     }
 }

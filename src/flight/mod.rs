@@ -88,12 +88,11 @@ fn handshakes(
     tokio::spawn(async move {
         let mut incoming = std::pin::pin!(incoming);
         while let Some(Ok(conn)) = incoming.next().await {
-            let (acceptor, tx) = (tls.acceptor(Port::Flight), tx.clone());
+            let (tls, tx) = (tls.clone(), tx.clone());
             tokio::spawn(async move {
-                match tokio::time::timeout(timeout, acceptor.accept(conn)).await {
-                    Ok(Ok(s)) => _ = tx.send(Ok(TlsConn(s))).await,
-                    Ok(Err(e)) => tracing::debug!("flight tls handshake: {e}"),
-                    Err(_) => tracing::debug!("flight tls handshake: timed out"),
+                match tls.accept(Port::Flight, conn, timeout).await {
+                    Ok(s) => _ = tx.send(Ok(TlsConn(s))).await,
+                    Err(e) => tracing::debug!("flight tls handshake: {e}"),
                 }
             });
         }

@@ -566,8 +566,6 @@ impl FlightService for Service {
     }
 }
 
-/// A stream fed by a task: `body` sends items; its error, if any, ends
-/// the stream as the last item.
 /// A DoPut stream that does not decode: the client's fault
 /// (`INVALID_ARGUMENT`), unless the transport failed.
 fn decode_status(e: FlightError) -> Status {
@@ -579,6 +577,8 @@ fn decode_status(e: FlightError) -> Status {
     }
 }
 
+/// A stream fed by a task: `body` sends items; its error, if any, ends
+/// the stream as the last item.
 fn async_stream<T, F, Fut>(body: F) -> Stream<T>
 where
     T: Send + 'static,

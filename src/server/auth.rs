@@ -154,6 +154,13 @@ pub struct HttpAuth {
     pub metrics_public: bool,
 }
 
+impl HttpAuth {
+    /// What the request's credential grants (`None`: none, or a wrong one).
+    pub fn granted(&self, req: &Request) -> Option<Access> {
+        credential(req).and_then(|c| self.tokens.check(&c))
+    }
+}
+
 /// The credential of a request, the ways InfluxDB clients send it:
 /// `Authorization: Token T`, `Bearer T`, `Basic base64(user:T)`, or v1's
 /// `?u=user&p=T`.
@@ -229,8 +236,7 @@ pub async fn require(State(auth): State<Arc<HttpAuth>>, req: Request, next: Next
         return next.run(req).await;
     }
     let v1 = req.uri().path() == "/write";
-    let granted = credential(&req).and_then(|c| auth.tokens.check(&c));
-    match granted {
+    match auth.granted(&req) {
         Some(a) if a >= need => next.run(req).await,
         Some(_) => refuse(StatusCode::FORBIDDEN, "this token is read-only", v1),
         None => {

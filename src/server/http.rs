@@ -40,6 +40,7 @@ pub(super) async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(header_timeout));
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     loop {
         let (conn, peer) = tokio::select! {
@@ -52,34 +53,25 @@ pub(super) async fn serve(
             tracing::warn!("TCP_NODELAY on an HTTP connection: {e}");
         }
         let svc = TowerToHyperService::new(app.clone());
-        let Some(tls) = &tls else {
-            let served = builder
-                .serve_connection_with_upgrades(TokioIo::new(conn), svc)
-                .into_owned();
-            let served = graceful.watch(served);
-            tokio::spawn(async move {
-                if let Err(e) = served.await {
-                    tracing::debug!("http connection {peer}: {e}");
-                }
-            });
-            continue;
-        };
-        // The handshake runs in the connection's task: a slow client does
-        // not hold up the accept loop.
-        let (acceptor, builder, watcher) = (
-            tls.acceptor(Port::Http),
-            builder.clone(),
-            graceful.watcher(),
-        );
+        let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
+        // One task per connection, the TLS handshake (if any) in it: a
+        // slow client does not hold up the accept loop.
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(header_timeout, acceptor.accept(conn)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return tracing::debug!("tls handshake from {peer}: {e}"),
-                Err(_) => return tracing::debug!("tls handshake from {peer}: timed out"),
+            let served = match tls {
+                None => {
+                    let c = builder.serve_connection_with_upgrades(TokioIo::new(conn), svc);
+                    watcher.watch(c.into_owned()).await
+                }
+                Some(tls) => match tls.accept(Port::Http, conn, header_timeout).await {
+                    Ok(s) => {
+                        let c = builder.serve_connection_with_upgrades(TokioIo::new(s), svc);
+                        watcher.watch(c.into_owned()).await
+                    }
+                    Err(e) => return tracing::debug!("tls handshake from {peer}: {e}"),
+                },
             };
-            let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            if let Err(e) = watcher.watch(served.into_owned()).await {
-                tracing::debug!("https connection {peer}: {e}");
+            if let Err(e) = served {
+                tracing::debug!("http connection {peer}: {e}");
             }
         });
     }

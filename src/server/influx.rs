@@ -158,10 +158,13 @@ fn query_v1_of(
     let from_body = form_urlencoded::parse(&body)
         .find(|(k, _)| k == "q")
         .map(|(_, v)| v.into_owned());
-    let text = q.ok().and_then(|Query(p)| p.q).or(from_body);
-    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
-        let e = json!({"error": "missing required parameter \"q\""});
-        return (StatusCode::BAD_REQUEST, Json(e)).into_response();
+    let q = match q {
+        Ok(Query(p)) => p.q,
+        Err(e) => return super::write::bad_query(true, e),
+    };
+    let Some(text) = q.or(from_body).filter(|t| !t.trim().is_empty()) else {
+        let m = "missing required parameter \"q\"".to_string();
+        return super::write::influx_error(true, StatusCode::BAD_REQUEST, "invalid", m, None);
     };
     let statements = text.split(';').map(str::trim).filter(|t| !t.is_empty());
     let results = statements

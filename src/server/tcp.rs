@@ -102,15 +102,10 @@ async fn connection(
         return speak(store, stream, peer, cfg, stats, stop).await;
     };
     // The TLS handshake counts against the protocol's handshake timeout.
-    let accept = tls.acceptor(Port::Binary).accept(stream);
-    match tokio::time::timeout(cfg.handshake_timeout, accept).await {
-        Ok(Ok(s)) => speak(store, s, peer, cfg, stats, stop).await,
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "no TLS handshake within the timeout",
-        )),
-    }
+    let s = tls
+        .accept(Port::Binary, stream, cfg.handshake_timeout)
+        .await?;
+    speak(store, s, peer, cfg, stats, stop).await
 }
 
 /// The binary protocol over `stream` (TCP, or TLS over it).

@@ -88,6 +88,27 @@ impl Tls {
         let c = self.configs.read().unwrap_or_else(|p| p.into_inner());
         TlsAcceptor::from(c[port as usize].clone())
     }
+
+    /// The server side of a TLS handshake on `stream`, which must end
+    /// within `timeout` (every listener runs it in the connection's own
+    /// task, so a slow client holds up no other).
+    pub async fn accept<S>(
+        &self,
+        port: Port,
+        stream: S,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<tokio_rustls::server::TlsStream<S>>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        match tokio::time::timeout(timeout, self.acceptor(port).accept(stream)).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no TLS handshake within the timeout",
+            )),
+        }
+    }
 }
 
 fn bad(file: &Path, e: &dyn std::fmt::Display) -> Error {

@@ -34,7 +34,7 @@ pub(super) struct InfluxV1Error {
 
 /// An error in InfluxDB's JSON shape: 2.x's `{"code", "message", "line"}`,
 /// or 1.x's `{"error"}` on the v1 route.
-fn influx_error(
+pub(super) fn influx_error(
     v1: bool,
     status: StatusCode,
     code: &str,
@@ -54,7 +54,7 @@ fn influx_error(
 
 /// A query string the parameters cannot be read from (a parameter given
 /// twice, say), in the route's error shape.
-fn bad_query(v1: bool, e: QueryRejection) -> Response {
+pub(super) fn bad_query(v1: bool, e: QueryRejection) -> Response {
     influx_error(v1, StatusCode::BAD_REQUEST, "invalid", e.body_text(), None)
 }
 
