@@ -3,6 +3,11 @@
 //!
 //! `cargo bench --bench codec` measures; `cargo test --benches` runs each
 //! benchmark once (and the checks in the setup), so the benches cannot rot.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "a benchmark or example: a failed unwrap stops it, and it reads top to bottom"
+)]
 
 use criterion::measurement::WallTime;
 use criterion::{

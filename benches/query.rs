@@ -6,6 +6,11 @@
 //!
 //! `cargo bench --bench query` measures; `cargo test --benches` runs each
 //! once.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "a benchmark or example: a failed unwrap stops it, and it reads top to bottom"
+)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::cell::OnceCell;

@@ -10,6 +10,11 @@
 //! benchmark once (and the checks in the setup), so the benches cannot rot.
 //! Each group builds its store only when one of its benchmarks runs, so a
 //! filter (`cargo bench --bench storage -- wal`) skips the other setups.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "a benchmark or example: a failed unwrap stops it, and it reads top to bottom"
+)]
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use std::cell::OnceCell;

@@ -1,6 +1,11 @@
 //! Profiling aid (not a benchmark): load a truck fleet like
 //! tools/peerbench, settle it, then time `latest` lookups and report the
 //! tail with block-cache misses per lookup.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "a benchmark or example: a failed unwrap stops it, and it reads top to bottom"
+)]
 use std::time::Instant;
 use telestore::query::{Kind, Params, Plan, Prepared};
 use telestore::testkit::{mix, readings_schema, Truck, Values};

@@ -1,5 +1,10 @@
 //! The README's library quick start, compiled by `cargo test --all-targets`
 //! so the README cannot drift. Run: `cargo run --example quickstart`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "a benchmark or example: a failed unwrap stops it, and it reads top to bottom"
+)]
 
 use telestore::schema::batch::push_row;
 use telestore::schema::{Field, FieldType, TableOptions, TableSchema};

@@ -1,37 +1,32 @@
 //! telestore — a time-series store for device telemetry.
 //!
-//! The modules follow the path of a row: [`key`] → [`schema`] → [`wal`] →
-//! [`region`] → [`memstore`] → [`hfile`] → [`manifest`] → [`engine`]. [`io`]
-//! sits under every writer.
+//! This package is the `telestore` binary and a facade over the workspace's
+//! crates, so that an embedder can write `telestore::Store` and name every
+//! layer under one root:
+//!
+//! - the engine ([`telestore_engine`]): [`key`] → [`schema`] → [`wal`] →
+//!   [`memstore`] → [`hfile`] → [`manifest`] → [`compaction`] → [`region`]
+//!   → [`read`] → [`engine`], with [`io`] under every writer;
+//! - queries and export ([`telestore_query`], re-exported as [`query`]),
+//!   SQL as [`sql`];
+//! - the daemon's frontends ([`telestore_server`]): [`server`], [`ingest`],
+//!   [`flight`], [`mqtt`];
+//! - the terminal dashboard of `telestore top` ([`top`]).
+//!
+//! Someone who only embeds the store depends on `telestore-engine` alone
+//! (docs/design.md, "Crates").
 #![deny(unsafe_code)]
 
-pub mod cache;
-pub mod cell;
-pub mod clock;
-pub mod compaction;
-pub mod engine;
-pub mod error;
-pub mod flight;
-pub mod fuzzing;
-pub mod hfile;
-pub mod ingest;
-pub mod io;
-pub mod key;
-pub mod manifest;
-pub mod memstore;
-pub mod mqtt;
-pub mod query;
-pub mod read;
-pub mod region;
-pub mod schema;
-pub mod server;
-pub mod sql;
-pub mod testkit;
-pub mod top;
-pub mod util;
-pub mod wal;
+pub use telestore_engine::{
+    cache, cell, clock, compaction, engine, error, hfile, io, key, manifest, memstore, read,
+    region, schema, testkit, util, wal,
+};
+pub use telestore_engine::{
+    Compression, Durability, Error, Field, FieldType, Options, Order, Result, Row, RowView, Store,
+    TableOptions, TableSchema, WriteAck,
+};
+pub use telestore_query as query;
+pub use telestore_query::sql;
+pub use telestore_server::{flight, ingest, mqtt, server};
 
-pub use engine::{Durability, Options, Store, WriteAck};
-pub use error::{Error, Result};
-pub use read::{Order, Row, RowView};
-pub use schema::{Compression, Field, FieldType, TableOptions, TableSchema};
+pub mod top;

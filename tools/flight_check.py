@@ -1,4 +1,4 @@
-"""pyarrow.flight against a running telestore daemon (tests/flight.rs runs it).
+"""pyarrow.flight against a running telestore daemon (crates/server/tests/it/flight.rs runs it).
 
 Usage: flight_check.py grpc+tcp://HOST:PORT EXPORT.arrow TABLE REGIONS
   (FLIGHT_TOKEN in the environment when the daemon needs a token)

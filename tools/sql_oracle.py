@@ -1,4 +1,4 @@
-"""DuckDB as the oracle of telestore's SQL (tests/sql.rs runs it).
+"""DuckDB as the oracle of telestore's SQL (tests/it/sql.rs runs it).
 
 Usage: sql_oracle.py DIR
 DIR holds m.parquet (the table's rows, exported), devices.parquet (the

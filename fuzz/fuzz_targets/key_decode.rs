@@ -2,4 +2,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| telestore::fuzzing::key_decode(data));
+fuzz_target!(|data: &[u8]| telestore_engine::fuzzing::key_decode(data));

@@ -2,4 +2,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| telestore::fuzzing::line_protocol(data));
+fuzz_target!(|data: &[u8]| telestore_server::fuzzing::line_protocol(data));

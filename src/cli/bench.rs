@@ -89,6 +89,10 @@ pub struct IngestArgs {
     block_size: u32,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "a benchmark driver that prints each measurement as it goes; moves to tools/lab"
+)]
 pub fn run(cmd: BenchCmd) -> Result<()> {
     let a = match cmd {
         BenchCmd::Ingest(a) => a,

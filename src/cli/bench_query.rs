@@ -188,6 +188,10 @@ fn report(name: &str, h: &Histogram<u64>) {
     );
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "a benchmark driver that prints each measurement as it goes; moves to tools/lab"
+)]
 pub fn run(a: QueryBenchArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let opts = Options {

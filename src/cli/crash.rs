@@ -34,7 +34,7 @@ pub enum DebugCmd {
         durability: String,
         /// Also flush and split or merge a region every N ms (0: never).
         /// With TELESTORE_PAUSE_AT=<point> the process stops at that step
-        /// of a split or merge (see `telestore::testkit::pause_point`).
+        /// of a split or merge (see `telestore_engine::failpoint`).
         #[arg(long, default_value_t = 0)]
         split_every_ms: u64,
         /// Also flush and compact (minor and major in turn) every N ms

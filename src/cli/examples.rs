@@ -1,5 +1,5 @@
 //! One example for every command, shown after its `--help` (and so in
-//! docs/cli.md). `tests/doc_examples.rs` runs them against the README's
+//! docs/cli.md). `tests/it/doc_examples.rs` runs them against the README's
 //! demo fleet: those naming `--server`, `load` and `top` while a daemon
 //! runs, then the rest on the stopped store, `serve` last. They assume
 //! the tour's `readings` table (`telestore load --line-protocol`).

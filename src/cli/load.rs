@@ -122,6 +122,10 @@ pub(super) struct Totals {
     pub latency: Histogram<u64>,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the load command's set-up, run and report in order"
+)]
 pub fn run(a: LoadArgs) -> Result<()> {
     let interval = parse_duration_ms(&a.interval)?;
     let span = parse_duration_ms(&a.duration)?;
@@ -226,6 +230,10 @@ fn target(a: &LoadArgs) -> (&str, String) {
 
 /// One connection: its trucks (`truck % connections == c`), round by
 /// round, `window` frames in flight.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one connection's send/ack loop with its retries and latency recording"
+)]
 fn connection(
     a: &LoadArgs,
     c: u64,

@@ -354,7 +354,8 @@ pub fn fetch<S: BatchSink>(
     read_arrow(&url, resp, make)
 }
 
-/// A daemon's answer, or its error: a `400`'s message as a usage error.
+/// A daemon's answer, or its error: a `400`'s or `404`'s (an unknown
+/// table) message as a usage error, as the embedded command reports it.
 pub fn answer_of(
     url: &str,
     res: std::result::Result<ureq::Response, ureq::Error>,
@@ -371,7 +372,7 @@ pub fn answer_of(
                 .as_str()
                 .unwrap_or("(no message)")
                 .to_string();
-            if code == 400 {
+            if code == 400 || code == 404 {
                 return Err(UsageError(msg).into());
             }
             anyhow::bail!("{url}: HTTP {code}: {msg}");

@@ -279,6 +279,10 @@ fn load_file(path: &Option<PathBuf>) -> Result<ServeFile> {
     toml::from_str(&text).with_context(|| format!("{}", p.display()))
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "merges flags and the configuration file field by field; goes away with the one configuration struct"
+)]
 pub fn run(a: ServeArgs) -> Result<()> {
     // Listen before anything is served, so an early SIGTERM stops cleanly.
     let mut signals = Signals::new()?;

@@ -139,6 +139,10 @@ fn options(a: &SustainedArgs) -> Result<Options> {
     Ok(opts)
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "a study driver that prints each phase as it goes; moves to tools/lab"
+)]
 pub fn run(a: SustainedArgs) -> Result<()> {
     if a.dir.exists() {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;

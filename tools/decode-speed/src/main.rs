@@ -1,6 +1,6 @@
 //! Decode speed of one column block: pco against a hand-written
 //! decimal + delta + bit-packing codec, on the sensor fleet's seven walks
-//! (the walks of `src/testkit.rs`, `READINGS_WALKS`, regenerated here so
+//! (the walks of `crates/engine/src/testkit.rs`, `READINGS_WALKS`, regenerated here so
 //! this tool builds without the engine). One device per block, as a
 //! single-device scan reads them: `--blocks` blocks of `--rows` rows per
 //! field. Every decoded block is compared bit for bit with its input.

@@ -1,0 +1,4 @@
+pub mod bin;
+pub mod hash;
+pub mod ratelimit;
+pub mod text;

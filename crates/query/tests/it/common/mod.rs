@@ -1,0 +1,3 @@
+//! Helpers of this crate's tests.
+
+pub use telestore_testsupport::*;

@@ -1,0 +1,13 @@
+//! The integration tests of `telestore-query`, gathered into one test binary
+//! (one link instead of one per file). Each module opens with a `//!`
+//! saying what it guards; run one with
+//! `cargo test -p telestore-query --test it <module>::`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "test code: a failed unwrap is a failed test, and a scenario reads top to bottom"
+)]
+
+mod batch_reads;
+mod common;
+mod query;

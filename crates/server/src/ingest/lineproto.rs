@@ -1,0 +1,400 @@
+//! InfluxDB line protocol writes: parse a request body (`lineparse`: plain
+//! lines directly, the rest by the `influxdb-line-protocol` crate), match
+//! each line to its table (the
+//! measurement), its device (the device tag, registered by name) and the
+//! table's fields (by name and type), and build one fixed-width batch per
+//! table. Every line is checked before anything is applied: one bad line
+//! fails the whole request with its line number.
+
+use super::lineparse::{Line, Val};
+use crate::ingest::proto::{TS_MAX, TS_MIN};
+use std::collections::{BTreeMap, HashMap};
+use telestore_engine::engine::{check_device_text, tag_conflict};
+use telestore_engine::error::Result;
+use telestore_engine::schema::batch::push_row;
+use telestore_engine::schema::{FieldType, TableSchema};
+use telestore_engine::{Durability, Store};
+
+/// Timestamp precision of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    Ns,
+    Us,
+    Ms,
+    S,
+    /// Minutes and hours: InfluxDB 1.x's `m` and `h`.
+    M,
+    H,
+}
+
+impl Precision {
+    /// `ns`/`n`, `us`/`u`, `ms`, `s`, and 1.x's `m` and `h`; default ns.
+    pub fn parse(s: Option<&str>) -> std::result::Result<Self, String> {
+        Ok(match s.unwrap_or("ns") {
+            "ns" | "n" => Precision::Ns,
+            "us" | "u" => Precision::Us,
+            "ms" => Precision::Ms,
+            "s" => Precision::S,
+            "m" => Precision::M,
+            "h" => Precision::H,
+            other => {
+                return Err(format!(
+                    "precision {other:?} (expected ns, us, ms, s, m or h)"
+                ))
+            }
+        })
+    }
+
+    /// `t` in milliseconds. A timestamp finer than a millisecond is
+    /// refused: the store keeps milliseconds, and flooring would merge
+    /// points that differ below one into one row, silently.
+    fn to_ms(self, t: i64) -> std::result::Result<i64, String> {
+        let per_ms = match self {
+            Precision::Ns => 1_000_000,
+            Precision::Us => 1_000,
+            _ => 1,
+        };
+        if t % per_ms != 0 {
+            return Err(format!(
+                "timestamp {t} ({self:?}) is not a whole millisecond: telestore stores \
+                 milliseconds, and two points within one would become one row \
+                 (send whole milliseconds, or precision=ms)"
+            ));
+        }
+        let mul = match self {
+            Precision::S => 1_000,
+            Precision::M => 60_000,
+            Precision::H => 3_600_000,
+            _ => 1,
+        };
+        (t / per_ms)
+            .checked_mul(mul)
+            .ok_or_else(|| format!("timestamp {t} overflows at precision {self:?}"))
+    }
+}
+
+/// A rejected request: the 1-based line and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// A parsed request, ready to apply.
+pub struct Prepared {
+    /// Per table: rows with the device field still to fill, and for each
+    /// row the index of its device in `devices`.
+    tables: BTreeMap<String, (Vec<u8>, usize, Vec<usize>)>,
+    devices: Vec<(String, Vec<(String, String)>)>,
+    pub lines: usize,
+}
+
+/// Parse and check `body`. `now_ms` stamps lines without a timestamp.
+pub fn prepare(
+    store: &Store,
+    body: &str,
+    precision: Precision,
+    device_tag: &str,
+    now_ms: i64,
+) -> std::result::Result<Prepared, LineError> {
+    let mut schemas: HashMap<String, TableSchema> = HashMap::new();
+    let mut device_ix: HashMap<String, usize> = HashMap::new();
+    let mut p = Prepared {
+        tables: BTreeMap::new(),
+        devices: Vec::new(),
+        lines: 0,
+    };
+    let mut fields = Vec::new();
+    let mut parsed = Line::default();
+    for (n, raw) in body.split('\n').enumerate() {
+        let line = n + 1;
+        let text = raw.trim();
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let err = |message: String| LineError { line, message };
+        if let Err(e) = parsed.parse(text) {
+            return Err(err(format!("unable to parse '{}': {e}", clip(text))));
+        }
+        let table = &*parsed.measurement;
+        if !schemas.contains_key(table) {
+            let s = store
+                .schema(table)
+                .map_err(|_| err(format!("unknown table (measurement) {table:?}")))?;
+            schemas.insert(table.to_string(), s);
+        }
+        let schema = &schemas[table];
+        let dev =
+            device_of(store, &parsed, device_tag, &mut device_ix, &mut p.devices).map_err(err)?;
+        // Clients send every field in schema order: then the names are
+        // the schema's, none foreign or repeated. Otherwise look each up.
+        let in_order = parsed.fields.len() == schema.fields.len()
+            && parsed
+                .fields
+                .iter()
+                .zip(&schema.fields)
+                .all(|((k, _), f)| *k == f.name);
+        if !in_order {
+            check_field_names(&parsed, schema).map_err(err)?;
+        }
+        fields.clear();
+        for (i, f) in schema.fields.iter().enumerate() {
+            let v = if in_order {
+                &parsed.fields[i].1
+            } else {
+                field_value(&parsed, &f.name)
+                    .ok_or_else(|| err(format!("missing field {:?} of table {table}", f.name)))?
+            };
+            encode_field(f.ty, v, &mut fields)
+                .map_err(|m| err(format!("field {:?}: {m}", f.name)))?;
+        }
+        let ts = match parsed.timestamp {
+            Some(t) => precision.to_ms(t).map_err(err)?,
+            None => now_ms,
+        };
+        if !(TS_MIN..=TS_MAX).contains(&ts) {
+            return Err(err(format!("timestamp {ts} ms outside 1970..9999")));
+        }
+        if !p.tables.contains_key(table) {
+            let fresh = (Vec::new(), schema.row_width(), Vec::new());
+            p.tables.insert(table.to_string(), fresh);
+        }
+        let entry = p
+            .tables
+            .get_mut(table)
+            .ok_or_else(|| err(format!("table {table:?} lost while batching")))?;
+        push_row(&mut entry.0, 0, ts, &fields);
+        entry.2.push(dev);
+        p.lines += 1;
+    }
+    Ok(p)
+}
+
+/// Fields out of schema order: each must be in the table, and given once.
+fn check_field_names(line: &Line<'_>, schema: &TableSchema) -> std::result::Result<(), String> {
+    for (i, (k, _)) in line.fields.iter().enumerate() {
+        if !schema.fields.iter().any(|f| f.name == *k) {
+            return Err(format!("field {k:?} is not in table {}", schema.name));
+        }
+        if line.fields[..i].iter().any(|(k2, _)| k2 == k) {
+            return Err(format!("field {k:?} given twice"));
+        }
+    }
+    Ok(())
+}
+
+fn field_value<'l>(line: &'l Line<'_>, name: &str) -> Option<&'l Val<'l>> {
+    line.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// The device a line names (its index in `devices`). A device's tags
+/// are fixed at its first write: a line giving other tags than the
+/// registry (or an earlier line of the request) holds is refused; a line
+/// without tags takes the device as registered.
+fn device_of(
+    store: &Store,
+    parsed: &Line<'_>,
+    device_tag: &str,
+    index: &mut HashMap<String, usize>,
+    devices: &mut Vec<(String, Vec<(String, String)>)>,
+) -> std::result::Result<usize, String> {
+    let tag_set = &parsed.tags;
+    let name: &str = tag_set
+        .iter()
+        .find(|(k, _)| k == device_tag)
+        .map(|(_, v)| &**v)
+        .ok_or_else(|| format!("no {device_tag:?} tag naming the device"))?;
+    let others = || tag_set.iter().filter(|(k, _)| k != device_tag);
+    if let Some(&i) = index.get(name) {
+        let known = &devices[i].1;
+        let same = others().count() == 0
+            || (known.len() == others().count()
+                && others()
+                    .zip(known)
+                    .all(|((k, v), (k2, v2))| k == k2 && v == v2));
+        if same {
+            return Ok(i);
+        }
+    }
+    let tags: Vec<(String, String)> = others()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    check_device_text(name, &tags)?;
+    let known = match index.get(name) {
+        Some(&i) => Some(devices[i].1.clone()),
+        None => store
+            .device_id(name)
+            .and_then(|id| store.device(id))
+            .map(|d| d.tags),
+    };
+    let tags = match known {
+        Some(k) => {
+            if let Some(m) = tag_conflict(name, &k, &tags) {
+                return Err(m);
+            }
+            k
+        }
+        None => tags,
+    };
+    Ok(match index.get(name) {
+        Some(&i) => i,
+        None => {
+            index.insert(name.to_string(), devices.len());
+            devices.push((name.to_string(), tags));
+            devices.len() - 1
+        }
+    })
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// Integers go into any numeric field that holds them exactly; floats
+/// must be finite (`1e999` parses as infinity), and an `f32` field takes
+/// the nearest `f32` of a value within its range. Anything else is
+/// refused, never rounded or clamped silently.
+fn encode_field(ty: FieldType, v: &Val<'_>, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    let bad = || format!("{v} does not fit type {}", ty.name());
+    match (ty, v) {
+        (_, Val::I64(x)) => encode_int(ty, i128::from(*x), v, out)?,
+        (_, Val::U64(x)) => encode_int(ty, i128::from(*x), v, out)?,
+        (FieldType::F64 | FieldType::F32, Val::F64(x)) if !x.is_finite() => {
+            return Err(format!("{v} is not a finite number"))
+        }
+        (FieldType::F64, Val::F64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+        (FieldType::F32, Val::F64(x)) => {
+            let f = *x as f32;
+            if !f.is_finite() {
+                return Err(format!("{v} is outside the range of f32"));
+            }
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        (FieldType::Bool, Val::Bool(b)) => out.push(u8::from(*b)),
+        _ => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// An integer `n` (from an `i` or `u` value `v`) into a field of type
+/// `ty`. Through `i128` no conversion saturates: 2^63 as a float is not
+/// taken for `i64::MAX`.
+fn encode_int(
+    ty: FieldType,
+    n: i128,
+    v: &Val<'_>,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
+    let bad = || format!("{v} does not fit type {}", ty.name());
+    let inexact = || format!("{v} is not exactly representable as {}", ty.name());
+    match ty {
+        FieldType::F64 => {
+            let f = n as f64;
+            if f as i128 != n {
+                return Err(inexact());
+            }
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        FieldType::F32 => {
+            let f = n as f32;
+            if f as i128 != n {
+                return Err(inexact());
+            }
+            out.extend_from_slice(&f.to_le_bytes())
+        }
+        FieldType::I64 => {
+            out.extend_from_slice(&i64::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::I32 => {
+            out.extend_from_slice(&i32::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::U64 => {
+            out.extend_from_slice(&u64::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::U32 => {
+            out.extend_from_slice(&u32::try_from(n).map_err(|_| bad())?.to_le_bytes())
+        }
+        FieldType::Bool => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// Register the request's devices, then write each table's rows. Returns
+/// the rows written. A request spanning several tables is applied table
+/// by table (each table's rows as one batch when they fit one, see
+/// [`Store::write_rows`]).
+pub fn apply(store: &Store, p: Prepared, durability: Durability) -> Result<usize> {
+    let ids = store.register_devices(&p.devices)?;
+    let mut n = 0;
+    for (table, (mut rows, width, devs)) in p.tables {
+        for (row, dev) in rows.chunks_exact_mut(width).zip(&devs) {
+            row[..8].copy_from_slice(&ids[*dev].to_le_bytes());
+        }
+        store.write_rows(&table, rows, durability)?;
+        n += devs.len();
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(ty: FieldType, v: Val<'_>) -> std::result::Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        encode_field(ty, &v, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn conversions_are_exact_or_refused() {
+        assert!(enc(FieldType::F64, Val::F64(f64::INFINITY)).is_err());
+        assert!(enc(FieldType::F32, Val::F64(f64::NAN)).is_err());
+        assert!(
+            enc(FieldType::F32, Val::F64(1e300)).is_err(),
+            "f32 overflow"
+        );
+        assert_eq!(
+            enc(FieldType::F32, Val::F64(0.1)).unwrap(),
+            0.1f32.to_le_bytes()
+        );
+        let two53 = 1i64 << 53;
+        assert_eq!(
+            enc(FieldType::F64, Val::I64(two53)).unwrap(),
+            (two53 as f64).to_le_bytes()
+        );
+        assert!(enc(FieldType::F64, Val::I64(two53 + 1)).is_err());
+        assert!(enc(FieldType::F64, Val::I64(i64::MAX)).is_err());
+        assert!(enc(FieldType::F64, Val::U64(u64::MAX)).is_err());
+        assert!(
+            enc(FieldType::F64, Val::I64(i64::MIN)).is_ok(),
+            "-2^63 is exact"
+        );
+        assert_eq!(
+            enc(FieldType::F32, Val::I64(7)).unwrap(),
+            7f32.to_le_bytes()
+        );
+        assert_eq!(
+            enc(FieldType::F32, Val::U64(1 << 30)).unwrap(),
+            ((1u64 << 30) as f32).to_le_bytes()
+        );
+        assert!(enc(FieldType::F32, Val::I64((1 << 24) + 1)).is_err());
+        assert_eq!(
+            enc(FieldType::I32, Val::U64(5)).unwrap(),
+            5i32.to_le_bytes()
+        );
+    }
+
+    #[test]
+    fn sub_millisecond_timestamps_are_refused_not_floored() {
+        assert_eq!(
+            Precision::Ns.to_ms(1_700_000_000_000_000_000),
+            Ok(1_700_000_000_000)
+        );
+        assert!(Precision::Ns.to_ms(1_700_000_000_000_000_001).is_err());
+        assert!(Precision::Us.to_ms(1_700_000_000_000_001).is_err());
+        assert_eq!(Precision::Us.to_ms(-1_000), Ok(-1));
+        assert_eq!(Precision::M.to_ms(2), Ok(120_000));
+        assert_eq!(Precision::H.to_ms(1), Ok(3_600_000));
+        assert!(Precision::H.to_ms(i64::MAX).is_err());
+    }
+}

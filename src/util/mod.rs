@@ -1,3 +1,0 @@
-pub mod bin;
-pub mod ratelimit;
-pub mod text;
