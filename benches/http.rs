@@ -17,7 +17,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use telestore::server::{start, Running, ServerConfig};
+use telestore::daemon::{start, Running, ServerConfig};
 use telestore::testkit;
 use telestore::{Durability, Options, Store};
 

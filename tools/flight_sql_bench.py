@@ -1,6 +1,6 @@
 """Macro benchmarks of Flight and SQL against a running daemon
-(benches/RESULTS.md, "Arrow Flight and SQL"; tools/flight-sql-bench.sh
-builds the 50 M-row fleet and runs this).
+(benches/RESULTS.md, "Arrow Flight and SQL", gives the commands that
+build the 50 M-row fleet and run this).
 
 Usage: flight_sql_bench.py HTTP_URL FLIGHT_URL TABLE PARQUET DEVICES_CSV RUNS
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Ack latency at a fixed ingest rate (half of the peak) with the
-# background-work measures of `bench sustained` switched off one at a
+# background-work measures of `telestore-lab sustained` switched off one at a
 # time, and with background work paused (no compaction worker, memstores
 # big enough that nothing flushes during the run). Each configuration
 # runs for SECONDS and prints its summary line and its latest-after-flush
@@ -11,7 +11,7 @@
 # The disk's own fdatasync p50/p99 is in every summary line (the floor an
 # ack at `sync` cannot beat).
 set -eu
-BIN=${BIN:-target/release/telestore}
+BIN=${BIN:-target/release/telestore-lab}
 RATE=${1:-600000}
 SECS=${2:-120}
 ROUNDS=${3:-1}
@@ -19,7 +19,7 @@ run() {
     name=$1
     shift
     echo "== $name: $*"
-    "$BIN" bench sustained --seconds "$SECS" --every "$SECS" --samples 50 \
+    "$BIN" sustained --seconds "$SECS" --every "$SECS" --samples 50 \
         --rate "$RATE" "$@" 2>&1 | grep -E '^(summary|latest after|options)'
 }
 r=1

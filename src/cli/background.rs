@@ -1,5 +1,5 @@
 //! Flags (and config keys) of the background work that `serve` and
-//! `bench sustained` share: compaction splitting and encoding, I/O
+//! `telestore-lab sustained` (tools/lab, through `#[path]`) share: compaction splitting and encoding, I/O
 //! priority, the background write limiter and the slowdown and stop
 //! driven by sorted runs and compaction debt.
 

@@ -1,23 +1,18 @@
 //! Command-line interface. `main` only calls [`run`].
 
 mod background;
-mod bench;
-mod bench_query;
 mod compact;
-mod compaction_sim;
 mod crash;
 mod devices;
 mod examples;
 mod export;
 mod flush;
-mod keydesign;
 mod load;
 mod load_mqtt;
 mod query;
 mod regions;
 mod serve;
 mod sql;
-mod sustained;
 mod table;
 mod top;
 mod verify;
@@ -46,9 +41,6 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Benchmarks that run on an embedded store.
-    #[command(subcommand)]
-    Bench(bench::BenchCmd),
     /// Create and list tables.
     #[command(subcommand)]
     Table(table::TableCmd),
@@ -126,7 +118,6 @@ pub fn run() -> i32 {
     );
     init_logging(if quiet { "warn" } else { "info" });
     let res: Result<()> = match cli.cmd {
-        Cmd::Bench(b) => bench::run(b),
         Cmd::Table(t) => table::run(t),
         Cmd::Regions(r) => regions::run(r),
         Cmd::Top(t) => top::run(t),

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use telestore::daemon::{start, ServerConfig};
 use telestore::server::auth::{Access, Tokens};
-use telestore::server::{start, ServerConfig};
 use telestore::sql::QueryLimits;
 use telestore::{Options, Store};
 
@@ -252,8 +252,8 @@ struct TlsFile {
 }
 
 /// TLS from the flags, else the file's `[tls]`; `None`: plain TCP.
-fn tls_of(a: &ServeArgs, f: &ServeFile) -> Result<Option<Arc<telestore::server::tls::Tls>>> {
-    use telestore::server::tls::{Tls, TlsFiles};
+fn tls_of(a: &ServeArgs, f: &ServeFile) -> Result<Option<Arc<telestore::frontend::tls::Tls>>> {
+    use telestore::frontend::tls::{Tls, TlsFiles};
     let files = match (&a.tls_cert, &a.tls_key, &f.tls) {
         (Some(cert), Some(key), _) => TlsFiles {
             cert: cert.clone(),
@@ -535,7 +535,7 @@ impl Signals {
     }
 
     /// Block until SIGINT or SIGTERM; on SIGHUP read `tls`'s files again.
-    fn wait(&mut self, tls: Option<&telestore::server::tls::Tls>) {
+    fn wait(&mut self, tls: Option<&telestore::frontend::tls::Tls>) {
         let (int, term, hup) = (&mut self.int, &mut self.term, &mut self.hup);
         self.rt.block_on(async {
             loop {

@@ -17,10 +17,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use telestore::daemon::ServerConfig;
 use telestore::region::hotspot::HotspotConfig;
 use telestore::server::auth::{Access, Tokens};
 use telestore::server::status::Status;
-use telestore::server::ServerConfig;
 use telestore::{Durability, Options, Store, TableOptions};
 
 /// Hot after 1 s over 3× the table mean (the default waits 30 s).

@@ -26,7 +26,10 @@
 //! prose ending in a colon) is its expected output: each line's pieces between `…` must appear in
 //! the output, in order.
 //!
-//! The heavy example, `bench ingest` (2 M rows by default), is scaled by
+//! - `telestore-lab` is the lab's binary, when the workspace built it
+//!   (otherwise its lines are skipped, and said).
+//!
+//! The heavy example, `telestore-lab ingest` (2 M rows by default), is scaled by
 //! `DOCS_SCALE` (default 0.05): it gets `--devices` and `--scan-rows` at
 //! that share of their defaults. `DOCS_SCALE=1` runs it as written. The
 //! demo fleet (360,000 rows) runs at full size, so the outputs the docs
@@ -150,6 +153,13 @@ fn scale() -> f64 {
         .unwrap_or(0.05)
 }
 
+/// The lab's binary (tools/lab), built beside `telestore` when the whole
+/// workspace is (`cargo test` at the top); `None` when only this package is.
+fn lab_binary() -> Option<PathBuf> {
+    let lab = Path::new(env!("CARGO_BIN_EXE_telestore")).with_file_name("telestore-lab");
+    lab.exists().then_some(lab)
+}
+
 fn scaled(n: u64, s: f64) -> u64 {
     ((n as f64 * s).round() as u64).max(1)
 }
@@ -166,12 +176,18 @@ fn prepared(script: &str, sandbox: &Path, python: bool, notes: &mut Vec<String>)
             notes.push("not run: tools/test-all.sh (the suite this test is part of)".into());
             continue;
         }
+        if cmd.starts_with("telestore-lab ") && lab_binary().is_none() {
+            notes.push(format!(
+                "SKIPPED (telestore-lab not built: cargo build -p telestore-lab): {cmd}"
+            ));
+            continue;
+        }
         if cmd.starts_with("python3 ") && !python {
             notes.push(format!("SKIPPED (TELESTORE_PYTHON not set): {cmd}"));
             continue;
         }
         let mut line = line.to_string();
-        if s < 1.0 && line.contains("bench ingest") && !line.contains("--devices") {
+        if s < 1.0 && line.contains("telestore-lab ingest") && !line.contains("--devices") {
             let extra = format!(
                 " --devices {} --scan-rows {}",
                 scaled(10_000, s),
@@ -264,6 +280,12 @@ impl Sandbox {
         ];
         for (name, text) in shims {
             write_executable(&bin.join(name), &text);
+        }
+        if let Some(lab) = lab_binary() {
+            write_executable(
+                &bin.join("telestore-lab"),
+                &format!("#!/bin/sh\nexec '{}' \"$@\"\n", lab.display()),
+            );
         }
         // A script, not a symlink: a virtualenv's python finds its
         // packages from the path it is started by.
@@ -590,20 +612,21 @@ fn the_example_parser_and_matcher() {
     let mut notes = Vec::new();
     let sb = Path::new("/sb");
     let p = prepared(
-        "telestore load --trucks 1000 --duration 1h\ntools/test-all.sh\ntelestore bench ingest --encoding columnar   # bytes\ncat /etc/telestore.toml",
+        "telestore load --trucks 1000 --duration 1h\ntools/test-all.sh\ntelestore-lab ingest --encoding columnar   # bytes\ncat /etc/telestore.toml",
         sb,
         true,
         &mut notes,
     );
     let s = scale();
+    let lab = lab_binary().is_some();
     if s < 1.0 {
         assert!(
             p.starts_with("telestore load --trucks 1000 --duration 1h\n"),
             "{p}"
         );
-        assert!(p.contains("--encoding columnar --devices "), "{p}");
+        assert_eq!(p.contains("--encoding columnar --devices "), lab, "{p}");
         assert!(p.ends_with("cat /sb/etc/telestore.toml"), "{p}");
     }
     assert!(!p.contains("test-all"), "{p}");
-    assert_eq!(notes.len(), 1);
+    assert_eq!(notes.len(), if lab { 1 } else { 2 }, "{notes:?}");
 }

@@ -8,7 +8,7 @@ use crate::common;
 use common::{http_request, HttpAnswer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use telestore::server::Running;
+use telestore::daemon::Running;
 use telestore::Store;
 
 const SPEC: &str = r#"{"name":"m","fields":[{"name":"v","type":"f64"}]}"#;

@@ -7,9 +7,9 @@ use common::small_rows;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use telestore::daemon::{Running, ServerConfig};
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::Response;
-use telestore::server::{Running, ServerConfig};
 use telestore::{Durability, Options, Store};
 
 fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {

@@ -9,12 +9,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
+use telestore::daemon::{start, Running, ServerConfig};
 use telestore::ingest::client::Client;
 use telestore::ingest::proto::{
     ErrorCode, FrameHeader, Handshake, Response, FRAME_PAYLOAD_MAX, PROTOCOL_VERSION,
 };
 use telestore::server::auth::{Access, Tokens};
-use telestore::server::{start, Running, ServerConfig};
 use telestore::{Durability, Options, Order, Store, TableOptions};
 
 const T0: i64 = 1_700_000_000_000;
@@ -359,40 +359,6 @@ fn the_load_generator_fills_a_readings_table_through_the_daemon() {
         })
         .unwrap();
     run.stop();
-}
-
-/// `telestore bench ingest` writes, reads back and checks its fleet, at
-/// sensor precision and at full precision.
-#[test]
-fn bench_ingest_verifies_both_kinds_of_values() {
-    for values in ["sensor", "full-precision"] {
-        let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
-            .args([
-                "bench",
-                "ingest",
-                "--devices",
-                "40",
-                "--rows-per-device",
-                "30",
-            ])
-            .args(["--scan-rows", "500", "--batch", "100", "--values", values])
-            .arg("--dir")
-            .arg(dir.path().join("b"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(text.contains("1200 rows read back and equal"), "{text}");
-        assert!(
-            text.contains(&format!("({values} values, seed 1)")),
-            "{text}"
-        );
-    }
 }
 
 /// `serve --config FILE` takes its settings from TOML; SIGTERM stops it

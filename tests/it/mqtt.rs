@@ -15,11 +15,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use telestore::daemon::{start, ServerConfig};
 use telestore::mqtt::payload::{Bad, Format};
 use telestore::mqtt::{MqttConfig, Subscription};
 use telestore::schema::batch::push_row;
 use telestore::schema::{Field, FieldType, TableOptions, TableSchema};
-use telestore::server::{start, ServerConfig};
 use telestore::{Options, Store};
 
 struct Broker {

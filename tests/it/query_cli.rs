@@ -9,8 +9,8 @@ use common::mixed::{self, Model, FIELDS, T0, TABLE};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
+use telestore::daemon::{start, ServerConfig};
 use telestore::schema::BlockEncoding;
-use telestore::server::{start, ServerConfig};
 use telestore::{Options, Store};
 
 fn bin() -> Command {

@@ -304,11 +304,11 @@ fn the_cli_answers_embedded_and_through_the_daemon() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("nope"));
 
     let store = Arc::new(Store::open(dir.path(), Options::default()).unwrap());
-    let cfg = telestore::server::ServerConfig {
+    let cfg = telestore::daemon::ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..Default::default()
     };
-    let srv = telestore::server::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let srv = telestore::daemon::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let url = format!("http://{}", srv.http_addr.unwrap());
     let remote = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"))
         .args(["sql", &sql, "--format", "csv", "--server", &url])

@@ -1,33 +1,81 @@
 //! telestore-engine — the storage engine of telestore, a time-series store
-//! for device telemetry, as a library with no network or SQL stack.
+//! for device telemetry, as a library with no network or SQL stack (80
+//! crates to build, where the whole daemon takes about 460).
 //!
-//! The modules follow the path of a row: [`key`] → [`schema`]/[`cell`] →
-//! [`wal`] → [`memstore`] → [`hfile`] (with [`cache`]) → [`manifest`] →
-//! [`compaction`] → [`region`] → [`read`] → [`engine`]. [`io`] sits under
-//! every writer; [`clock`] and [`util`] under everything.
+//! A [`Store`] holds tables of fixed-width rows keyed by device and
+//! timestamp; a write is acknowledged after the WAL's `fdatasync` (with
+//! [`Durability::Sync`]), flushed to immutable HFiles and compacted in the
+//! background.
+//!
+//! ```
+//! use telestore_engine::schema::batch::push_row;
+//! use telestore_engine::{Durability, Field, FieldType, Options, Order, Store, TableOptions, TableSchema};
+//!
+//! # fn main() -> telestore_engine::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("telestore-doc-{}", std::process::id()));
+//! let store = Store::open(&dir, Options::default())?;
+//! store.create_table(TableSchema::new(
+//!     "readings",
+//!     vec![Field::new("temp", FieldType::F64)],
+//!     TableOptions::default(),
+//! )?)?;
+//! // Rows are little-endian: device u64 | ts i64 (ms) | fields.
+//! let mut rows = Vec::new();
+//! push_row(&mut rows, 42, 1_700_000_000_000, &21.5f64.to_le_bytes());
+//! store.write("readings", &rows, Durability::Sync)?; // after fdatasync
+//! let newest = store.latest("readings", 42, 10)?;
+//! assert_eq!(newest.len(), 1);
+//! let window = store.scan("readings", 42, 0, i64::MAX, Order::OldestFirst)?;
+//! assert_eq!(window.len(), 1);
+//! # drop(store);
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The public modules are what an embedder uses: [`engine`] (the
+//! [`Store`] and its options), [`schema`], [`read`] (rows as read),
+//! [`key`], [`error`], [`clock`] and [`io`] (the I/O backend choice). The
+//! others follow the path of a row — `wal` → `memstore` → `hfile` (with
+//! `cache`) → `manifest` → `compaction` → `region` — and are public only
+//! for the workspace's other crates, benches, fuzzers and tests (hidden
+//! from the documentation; not a stable API).
 #![deny(unsafe_code)]
 
-pub mod cache;
-pub mod cell;
 pub mod clock;
-pub mod compaction;
 pub mod engine;
 pub mod error;
-pub mod failpoint;
-pub mod fuzzing;
-pub mod hfile;
 pub mod io;
 pub mod key;
-pub mod manifest;
-pub mod memstore;
 pub mod read;
-pub mod region;
 pub mod schema;
+
+#[doc(hidden)]
+pub mod cache;
+#[doc(hidden)]
+pub mod cell;
+#[doc(hidden)]
+pub mod compaction;
+#[doc(hidden)]
+pub mod failpoint;
+#[doc(hidden)]
+pub mod fuzzing;
+#[doc(hidden)]
+pub mod hfile;
+#[doc(hidden)]
+pub mod manifest;
+#[doc(hidden)]
+pub mod memstore;
+#[doc(hidden)]
+pub mod region;
+#[doc(hidden)]
 pub mod testkit;
+#[doc(hidden)]
 pub mod util;
+#[doc(hidden)]
 pub mod wal;
 
 pub use engine::{Durability, Options, Store, WriteAck};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorClass, Result};
 pub use read::{Order, Row, RowView};
 pub use schema::{Compression, Field, FieldType, TableOptions, TableSchema};

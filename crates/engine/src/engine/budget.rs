@@ -6,6 +6,7 @@
 //! so a burst of small groups never holds the acknowledgements back while a
 //! single slow apply catches up.
 
+use crate::util::sync::LockExt;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 pub struct ByteBudget {
@@ -31,7 +32,7 @@ impl ByteBudget {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_or_recover()
     }
 
     /// Take `n` bytes, waiting while that would go over the limit. A

@@ -26,6 +26,7 @@ use crate::key::RowKey;
 use crate::manifest::Record;
 use crate::read::source::{CellSource, FileSource};
 use crate::region::key_before;
+use crate::util::sync::LockExt;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -100,7 +101,7 @@ pub fn compact_region(
 ) -> Result<Option<Outcome>> {
     // One compaction of a region at a time (a worker and `Store::compact`
     // could otherwise plan on overlapping file sets).
-    let _one = r.compact_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = r.compact_lock.lock_or_recover();
     // Plan and run on one snapshot of the files.
     let files = r.snapshot().files;
     let Some(task) = plan_for(shared, t, &files, major) else {
@@ -385,7 +386,7 @@ fn commit(
     output: Vec<Arc<HFileReader>>,
     major: bool,
 ) -> Result<bool> {
-    let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = t.flush_lock.lock_or_recover();
     let current = t.regions().iter().any(|x| Arc::ptr_eq(x, r));
     let files = r.snapshot().files;
     let all_there = inputs
@@ -559,7 +560,7 @@ impl Shared {
         if r.stats.compaction_queued.swap(1, Relaxed) == 1 && !major {
             return;
         }
-        let tx = self.compact_tx.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = self.compact_tx.lock_or_recover();
         match tx.as_ref() {
             Some(tx) => {
                 let job = Job {

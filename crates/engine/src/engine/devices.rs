@@ -9,6 +9,7 @@ use super::{Shared, Store};
 use crate::error::{Error, Result};
 use crate::manifest::record::{DEVICE_TAGS_MAX, DEVICE_TEXT_MAX};
 use crate::manifest::{DeviceEntry, Record};
+use crate::util::sync::RwLockExt;
 use std::collections::{BTreeSet, HashMap};
 
 /// First id the registry hands out.
@@ -131,7 +132,7 @@ pub fn tag_conflict(
 
 impl Shared {
     pub(crate) fn devices(&self) -> std::sync::RwLockReadGuard<'_, DeviceIndex> {
-        self.devices.read().unwrap_or_else(|p| p.into_inner())
+        self.devices.read_or_recover()
     }
 }
 
@@ -142,10 +143,6 @@ impl Store {
     /// tags is refused ([`tag_conflict`]), as is text that breaks
     /// [`check_device_text`]; then nothing is registered. Durable (one
     /// manifest fsync for all new devices) on return.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one transaction over the registry: check every name, assign ids, log them once; split with the catalog (issue open: the engine core split)"
-    )]
     pub fn register_devices(
         &self,
         devices: &[(String, Vec<(String, String)>)],
@@ -170,11 +167,7 @@ impl Store {
         writable?;
         // The manifest lock serializes registrations.
         let mut m = self.shared.manifest();
-        let mut ix = self
-            .shared
-            .devices
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut ix = self.shared.devices.write_or_recover();
         let mut next = ix.next_id;
         let mut records = Vec::new();
         // Devices first seen in this call: their ids and tags.

@@ -14,6 +14,7 @@ use crate::io::rate::Priority;
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::{Memstore, ALL_TIME};
 use crate::schema::BlockEncoding;
+use crate::util::sync::LockExt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,7 +37,7 @@ pub fn file_name(file_id: u64) -> String {
 /// grew past `region_split_bytes`. The caller must not hold the table's
 /// flush lock.
 pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
-    let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = t.flush_lock.lock_or_recover();
     let mut regions: Vec<_> = t.regions().iter().cloned().collect();
     regions.sort_by_key(|r| std::cmp::Reverse(r.memstore_bytes().1));
     let mut n = 0;

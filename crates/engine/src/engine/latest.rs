@@ -24,6 +24,7 @@
 
 use crate::key::DeviceId;
 use crate::read::Row;
+use crate::util::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -74,7 +75,7 @@ impl LatestCache {
 
     fn shard(&self, device: u64) -> MutexGuard<'_, Shard> {
         let i = (xxhash_rust::xxh3::xxh3_64(&device.to_le_bytes()) as usize) % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[i].lock_or_recover()
     }
 
     /// The cached newest row of `device`, if there is one.

@@ -25,6 +25,7 @@ mod regions;
 mod split;
 mod syncer;
 mod table;
+mod threads;
 pub mod verify;
 mod visibility;
 
@@ -41,6 +42,7 @@ use crate::io::{BackendRef, IoKind};
 use crate::key::DeviceId;
 use crate::manifest::{Manifest, Record, RegionDef};
 use crate::schema::{Batch, BlockEncoding, TableSchema};
+use crate::util::sync::{LockExt, RwLockExt};
 use crate::wal::WalWriter;
 use commit::{Msg, Op, WriteReq};
 use crossbeam_channel::{bounded, Sender};
@@ -101,13 +103,13 @@ pub struct Shared {
 
 impl Shared {
     pub(crate) fn manifest(&self) -> MutexGuard<'_, Manifest> {
-        self.manifest.lock().unwrap_or_else(|p| p.into_inner())
+        self.manifest.lock_or_recover()
     }
     pub(crate) fn graveyard(&self) -> MutexGuard<'_, Vec<Arc<crate::hfile::HFileReader>>> {
-        self.graveyard.lock().unwrap_or_else(|p| p.into_inner())
+        self.graveyard.lock_or_recover()
     }
     pub(crate) fn wal(&self) -> MutexGuard<'_, WalWriter> {
-        self.wal.lock().unwrap_or_else(|p| p.into_inner())
+        self.wal.lock_or_recover()
     }
     pub(crate) fn next_file_id(&self) -> u64 {
         self.next_file_ids(1)
@@ -130,7 +132,7 @@ impl Shared {
         Ok(())
     }
     pub(crate) fn check_poisoned(&self) -> Result<()> {
-        match &*self.poisoned.lock().unwrap_or_else(|p| p.into_inner()) {
+        match &*self.poisoned.lock_or_recover() {
             Some(cause) => Err(Error::Poisoned {
                 cause: cause.clone(),
             }),
@@ -139,7 +141,7 @@ impl Shared {
     }
     /// Stop the write path after an I/O failure; returns the error to give.
     pub(crate) fn poison(&self, e: &Error) -> Error {
-        let mut p = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = self.poisoned.lock_or_recover();
         if p.is_none() {
             tracing::error!("write path stopped: {e}");
             *p = Some(e.to_string());
@@ -149,12 +151,7 @@ impl Shared {
         }
     }
     pub(crate) fn tables_snapshot(&self) -> Vec<Arc<Table>> {
-        self.tables
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.tables.read_or_recover().values().cloned().collect()
     }
     /// Ask the commit thread to free the oldest WAL segment when more
     /// than `wal_segments_max` are live.
@@ -168,12 +165,12 @@ impl Shared {
         let _ = self.flush_tx.send(Some(table));
     }
     pub(crate) fn notify_flush_progress(&self) {
-        let mut g = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.progress.0.lock_or_recover();
         *g += 1;
         self.progress.1.notify_all();
     }
     pub(crate) fn wait_flush_progress(&self, timeout: Duration) {
-        let g = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.progress.0.lock_or_recover();
         let _ = self.progress.1.wait_timeout(g, timeout);
     }
     /// Per table, the sequence number up to which every region's edits
@@ -246,19 +243,14 @@ impl Shared {
     }
 
     fn table(&self, name: &str) -> Result<Arc<Table>> {
-        let found = self
-            .tables
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned();
+        let found = self.tables.read_or_recover().get(name).cloned();
         // The lock is released before the error takes it again.
         found.ok_or_else(|| self.unknown_table(name))
     }
 
     /// The error for a missing table, naming the tables there are.
     fn unknown_table(&self, name: &str) -> Error {
-        let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());
+        let tables = self.tables.read_or_recover();
         let mut names: Vec<&str> = tables.keys().map(String::as_str).collect();
         names.sort_unstable();
         let shown = match names.len() {
@@ -376,7 +368,8 @@ pub struct Store {
     commit_tx: Sender<Msg>,
     /// Dropped to stop the monitor thread.
     monitor_tx: Option<Sender<()>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// `None` once stopped.
+    threads: Option<threads::Threads>,
 }
 
 impl Store {
@@ -429,11 +422,7 @@ impl Store {
     pub fn create_table(&self, schema: TableSchema) -> Result<u32> {
         self.shared.check_writable("create table")?;
         schema.validate()?;
-        let mut tables = self
-            .shared
-            .tables
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut tables = self.shared.tables.write_or_recover();
         if let Some(t) = tables.get(&schema.name) {
             return match t.current_schema().diff(&schema) {
                 None => Ok(t.id),
@@ -507,7 +496,7 @@ impl Store {
     pub fn set_table_encoding(&self, table: &str, encoding: BlockEncoding) -> Result<()> {
         self.shared.check_writable("set table encoding")?;
         let t = self.shared.table(table)?;
-        let _flushing = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _flushing = t.flush_lock.lock_or_recover();
         if t.encoding() == encoding {
             return Ok(());
         }
@@ -789,25 +778,18 @@ impl Store {
         self.shared.check_poisoned()
     }
 
-    /// Stop in dependency order: the commit thread (which syncs the WAL and
-    /// stops the apply thread after the queued groups), then the flusher —
-    /// last, because the apply thread may be waiting for a flush.
+    /// Stop in dependency order (`threads.rs`): close the monitor's and
+    /// the compactors' channels and ask the commit thread to stop, then
+    /// join them all, the flusher last.
     fn shutdown(&mut self) {
         self.monitor_tx = None;
         self.shared.closing.store(true, Ordering::Relaxed);
-        self.shared
-            .compact_tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.shared.compact_tx.lock_or_recover().take();
         let _ = self.commit_tx.send(Msg::Shutdown);
-        let flusher = self.threads.pop();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        let _ = self.shared.flush_tx.send(None);
-        if let Some(t) = flusher {
-            let _ = t.join();
+        if let Some(threads) = self.threads.take() {
+            threads.stop(|| {
+                let _ = self.shared.flush_tx.send(None);
+            });
         }
         self.shared.prefetch.stop();
         compact::sweep_graveyard(&self.shared);
@@ -833,7 +815,7 @@ impl Store {
     /// sleeps a little first (`pacing`).
     #[expect(
         clippy::too_many_lines,
-        reason = "the admission rule reads as one decision (stall, slow down, refuse); moves to engine/admission.rs with the engine core split"
+        reason = "the admission rule reads as one decision (stall, slow down, refuse); moves to engine/admission.rs when Shared is split by role"
     )]
     fn admit(&self, t: &Table) -> Result<()> {
         let o = &self.shared.opts;

@@ -22,28 +22,100 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "open runs its phases in order; to be split into named phases (lock, backend, catalog, replay, start) with the engine core split"
-)]
+/// Open in named phases: take the directory ([`lock_phase`]), pick the
+/// I/O backend ([`select_backend`]), load the catalog ([`load_catalog`]:
+/// manifest, WAL directory, HFiles, regions), replay the WAL
+/// ([`replay_phase`]), build the shared state ([`build_shared`]) and,
+/// unless read-only, start the threads ([`start_threads`]).
 pub fn open(dir: &Path, opts: Options) -> Result<Store> {
-    opts.validate()?;
     let read_only = opts.read_only;
+    let lock = lock_phase(dir, &opts)?;
+    let backend = select_backend(&opts)?;
+    let catalog = load_catalog(dir, &opts, &backend)?;
+    let replayed = replay_phase(dir, &opts, &backend, &catalog)?;
+    let entries = replayed.outcome.entries;
+    let next_seq = replayed.next_seq;
+    let (shared, channels) = build_shared(dir, opts, backend, catalog, replayed, lock)?;
     if read_only {
+        // No writer, flusher, compactor or monitor: nothing may change
+        // the directory. Replayed edits stay in memstores for reads.
+        tracing::debug!(
+            "opened {} read-only ({entries} WAL entries replayed)",
+            dir.display()
+        );
+        return Ok(Store {
+            shared,
+            commit_tx: channels.commit_tx,
+            monitor_tx: None,
+            threads: None,
+        });
+    }
+    // Memstores frozen during replay are flushed now (no writer can run
+    // before `open` returns).
+    for t in shared.tables_snapshot() {
+        if t.frozen_count() > 0 {
+            shared.request_flush(t.id);
+        }
+    }
+    let commit_tx = channels.commit_tx.clone();
+    let (monitor_tx, threads) = start_threads(&shared, channels, next_seq)?;
+    tracing::info!(
+        "opened {} (io: {}, {entries} WAL entries replayed, next seq {next_seq})",
+        dir.display(),
+        shared.backend.kind().name(),
+    );
+    Ok(Store {
+        shared,
+        commit_tx,
+        monitor_tx: Some(monitor_tx),
+        threads: Some(threads),
+    })
+}
+
+/// Phase 1: check the options, create the directory (read-write) or
+/// require it (read-only), and lock it.
+fn lock_phase(dir: &Path, opts: &Options) -> Result<std::fs::File> {
+    opts.validate()?;
+    if opts.read_only {
         require_store(dir)?;
     } else {
         for d in [dir.to_path_buf(), dir.join("tables")] {
             std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         }
     }
-    let lock = lock_dir(dir, read_only)?;
-    let backend: BackendRef = match &opts.backend {
-        Some(b) => b.clone(),
+    lock_dir(dir, opts.read_only)
+}
+
+/// Phase 2: the backend the options name, else `TELESTORE_IO`'s, else the
+/// probe's.
+fn select_backend(opts: &Options) -> Result<BackendRef> {
+    match &opts.backend {
+        Some(b) => Ok(b.clone()),
         None => io::select(match opts.io {
             Some(c) => c,
             None => IoChoice::from_env()?,
-        })?,
-    };
+        }),
+    }
+}
+
+/// What [`load_catalog`] found on disk.
+struct Catalog {
+    manifest: Manifest,
+    wal_dir: std::path::PathBuf,
+    wal_lock: Option<std::fs::File>,
+    cache: Arc<BlockCache>,
+    tables: HashMap<u32, Arc<Table>>,
+    /// The highest sequence number the files and manifest record.
+    max_seq: u64,
+    /// Per table, the lowest flushed sequence number of its regions: WAL
+    /// segments holding nothing newer are retired after replay.
+    flushed: HashMap<u32, u64>,
+}
+
+/// Phase 3: the manifest, the WAL directory (locked), every table's
+/// regions and HFiles.
+fn load_catalog(dir: &Path, opts: &Options, backend: &BackendRef) -> Result<Catalog> {
+    let read_only = opts.read_only;
     let mut manifest = if read_only {
         Manifest::open_read_only(dir, backend.clone())?
     } else {
@@ -59,7 +131,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     let mut tables = HashMap::new();
     let mut max_seq = 0u64;
     for (id, entry) in &manifest.state().tables {
-        let files = load_files(dir, *id, entry, &cache, &*backend, read_only)?;
+        let files = load_files(dir, *id, entry, &cache, &**backend, read_only)?;
         for f in files.values() {
             max_seq = max_seq.max(f.info().max_seq);
         }
@@ -84,9 +156,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         );
         tables.insert(*id, Arc::new(t));
     }
-    // WAL segments holding nothing newer than every region's flushed seq
-    // are retired after replay.
-    let flushed: HashMap<u32, u64> = manifest
+    let flushed = manifest
         .state()
         .tables
         .iter()
@@ -97,24 +167,48 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             )
         })
         .collect();
+    Ok(Catalog {
+        manifest,
+        wal_dir,
+        wal_lock,
+        cache,
+        tables,
+        max_seq,
+        flushed,
+    })
+}
+
+/// What [`replay_phase`] leaves: the WAL's segments and tail, and the next
+/// sequence number.
+struct Replayed {
+    outcome: wal::ReplayOutcome,
+    next_seq: u64,
+}
+
+/// Phase 4: replay the WAL into the catalog's memstores.
+fn replay_phase(
+    dir: &Path,
+    opts: &Options,
+    backend: &BackendRef,
+    catalog: &Catalog,
+) -> Result<Replayed> {
     let now = opts.clock.now_ms();
-    let recovery = match (read_only, opts.salvage_wal) {
+    let recovery = match (opts.read_only, opts.salvage_wal) {
         (true, _) => wal::Recovery::ReadOnly,
         (false, false) => wal::Recovery::Repair,
         (false, true) => wal::Recovery::Salvage,
     };
-    let outcome = wal::replay(&wal_dir, &*backend, recovery, |e| {
+    let outcome = wal::replay(&catalog.wal_dir, &**backend, recovery, |e| {
         // Keep each memstore within the threshold while replaying a long
         // WAL; the frozen ones are flushed as soon as the threads run.
-        for r in replay_entry(&tables, e, now)? {
+        for r in replay_entry(&catalog.tables, e, now)? {
             if r.active().bytes() >= opts.flush_threshold_bytes {
                 r.freeze();
             }
         }
         Ok(())
     })?;
-    max_seq = max_seq.max(outcome.last_seq);
-    let outcome_note = outcome.tail_note.clone();
+    let max_seq = catalog.max_seq.max(outcome.last_seq);
     let next_seq = max_seq.checked_add(1).ok_or_else(|| {
         Error::corrupt(
             "sequence numbers exhausted (u64::MAX recorded)",
@@ -122,7 +216,43 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
             0,
         )
     })?;
-    let writer = if read_only {
+    Ok(Replayed { outcome, next_seq })
+}
+
+/// The receiving ends of the threads' channels, until they start.
+struct Channels {
+    flush_rx: crossbeam_channel::Receiver<Option<u32>>,
+    commit_tx: crossbeam_channel::Sender<super::commit::Msg>,
+    commit_rx: crossbeam_channel::Receiver<super::commit::Msg>,
+    compact_rx: crossbeam_channel::Receiver<super::compact::Job>,
+}
+
+/// Phase 5: open the WAL for writing (retiring what every region flushed)
+/// and build the state the store and its threads share.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one field per line of `Shared` (28); shrinks when Shared is split by role"
+)]
+fn build_shared(
+    dir: &Path,
+    opts: Options,
+    backend: BackendRef,
+    catalog: Catalog,
+    replayed: Replayed,
+    dir_lock: std::fs::File,
+) -> Result<(Arc<Shared>, Channels)> {
+    let Catalog {
+        manifest,
+        wal_dir,
+        wal_lock,
+        cache,
+        tables,
+        flushed,
+        ..
+    } = catalog;
+    let Replayed { outcome, next_seq } = replayed;
+    let wal_tail = outcome.tail_note.clone();
+    let writer = if opts.read_only {
         WalWriter::read_only(&wal_dir, backend.clone(), outcome.segments)
     } else {
         let mut w = WalWriter::open(
@@ -142,7 +272,9 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     let (flush_tx, flush_rx) = unbounded();
     let (commit_tx, commit_rx) = unbounded();
     let (compact_tx, compact_rx) = unbounded();
-    let opts_limit = opts.background_write_bytes_per_sec;
+    let limit = opts.background_write_bytes_per_sec;
+    let prefetch = Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .map_err(|e| Error::io("<read-ahead threads>", e))?;
     let shared = Arc::new(Shared {
         dir: dir.to_path_buf(),
         backend,
@@ -162,10 +294,7 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         commit_tx: commit_tx.clone(),
         progress: (Mutex::new(0), Condvar::new()),
         gate: super::visibility::SeqGate::new(next_seq - 1),
-        prefetch: Arc::new(
-            Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
-                .map_err(|e| Error::io("<read-ahead threads>", e))?,
-        ),
+        prefetch: Arc::new(prefetch),
         closing: AtomicBool::new(false),
         compact_tx: Mutex::new(Some(compact_tx)),
         graveyard: Mutex::new(Vec::new()),
@@ -173,37 +302,38 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         busy: AtomicU64::new(0),
         slowed: AtomicU64::new(0),
         compaction_debt: AtomicU64::new(0),
-        limiter: (opts_limit > 0).then(|| Arc::new(crate::io::rate::RateLimiter::new(opts_limit))),
+        limiter: (limit > 0).then(|| Arc::new(crate::io::rate::RateLimiter::new(limit))),
         files_read_ahead: AtomicU64::new(0),
         rows_applied: AtomicU64::new(0),
         metrics: super::EngineMetrics::default(),
         devices: RwLock::new(device_index),
-        wal_tail: outcome_note,
-        dir_lock: lock,
+        wal_tail,
+        dir_lock,
         wal_lock,
     });
-    if read_only {
-        // No writer, flusher, compactor or monitor: nothing may change
-        // the directory. Replayed edits stay in memstores for reads.
-        tracing::debug!(
-            "opened {} read-only ({} WAL entries replayed)",
-            dir.display(),
-            outcome.entries
-        );
-        return Ok(Store {
-            shared,
-            commit_tx,
-            monitor_tx: None,
-            threads: Vec::new(),
-        });
-    }
-    // Memstores frozen during replay are flushed now (no writer can run
-    // before `open` returns).
-    for t in shared.tables_snapshot() {
-        if t.frozen_count() > 0 {
-            shared.request_flush(t.id);
-        }
-    }
+    let channels = Channels {
+        flush_rx,
+        commit_tx,
+        commit_rx,
+        compact_rx,
+    };
+    Ok((shared, channels))
+}
+
+/// Phase 6: the commit and apply threads, the compaction workers, the
+/// flusher and the region monitor, named (`threads.rs` says the order they
+/// stop in). Returns the monitor's stop channel with them.
+fn start_threads(
+    shared: &Arc<Shared>,
+    channels: Channels,
+    next_seq: u64,
+) -> Result<(crossbeam_channel::Sender<()>, super::threads::Threads)> {
+    let Channels {
+        flush_rx,
+        commit_rx,
+        compact_rx,
+        ..
+    } = channels;
     // Unbounded in messages, bounded in bytes (the budget).
     let (apply_tx, apply_rx) = unbounded();
     let budget = Arc::new(ByteBudget::new(APPLY_QUEUE_BYTES));
@@ -219,45 +349,34 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
         rx: apply_rx,
         budget,
     };
-    let s2 = shared.clone();
-    let s3 = shared.clone();
-    let (monitor_tx, monitor_rx) = bounded::<()>(1);
     let nice = shared.opts.background_nice;
-    // Order matters to `Store::shutdown`: the monitor first (it stops when
-    // its channel closes), the compactors after the writers, the flusher
-    // last.
-    let mut threads = vec![
-        spawn("telestore-monitor", move || {
-            super::regions::monitor(s3, monitor_rx)
-        })?,
-        spawn("telestore-commit", move || committer.run())?,
-        spawn_niced("telestore-apply", nice, move || applier.run())?,
-    ];
+    let (monitor_tx, monitor_rx) = bounded::<()>(1);
+    let s = shared.clone();
+    let monitor = spawn("telestore-monitor", move || {
+        super::regions::monitor(s, monitor_rx)
+    })?;
+    let commit = spawn("telestore-commit", move || committer.run())?;
+    let apply = spawn_niced("telestore-apply", nice, move || applier.run())?;
+    let mut compactors = Vec::new();
     for i in 0..shared.opts.compaction_threads {
         let (s, rx) = (shared.clone(), compact_rx.clone());
-        threads.push(spawn_niced(
+        compactors.push(spawn_niced(
             &format!("telestore-compact-{i}"),
             nice,
             move || super::compact::worker(s, rx),
         )?);
     }
     drop(compact_rx);
-    threads.push(spawn_niced("telestore-flush", nice, move || {
-        flusher(s2, flush_rx)
-    })?);
-    tracing::info!(
-        "opened {} (io: {}, {} WAL entries replayed, next seq {})",
-        dir.display(),
-        shared.backend.kind().name(),
-        outcome.entries,
-        next_seq
-    );
-    Ok(Store {
-        shared,
-        commit_tx,
-        monitor_tx: Some(monitor_tx),
-        threads,
-    })
+    let s = shared.clone();
+    let flusher = spawn_niced("telestore-flush", nice, move || flusher(s, flush_rx))?;
+    let threads = super::threads::Threads {
+        monitor,
+        commit,
+        apply,
+        compactors,
+        flusher,
+    };
+    Ok((monitor_tx, threads))
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {

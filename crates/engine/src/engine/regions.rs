@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::key::RowKey;
 use crate::region::hotspot::{self, HotEvent};
 use crate::region::key_hex;
+use crate::util::sync::LockExt;
 use serde::Serialize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -76,7 +77,7 @@ impl Shared {
             for (i, r) in regions.iter().enumerate() {
                 let over = hotspot::is_over(&cfg, writes[i], &writes)
                     || hotspot::is_over(&cfg, reads[i], &reads);
-                let mut st = r.hot.lock().unwrap_or_else(|p| p.into_inner());
+                let mut st = r.hot.lock_or_recover();
                 match hotspot::step(&cfg, &mut st, now, over) {
                     Some(HotEvent::Became) => tracing::warn!(
                         "hotspot: table {} region {} [{}..): writes {:.0} rows/s (table mean {:.0}), reads {:.0} rows/s (mean {:.0}), over {}x for {} s",
@@ -148,7 +149,7 @@ impl Store {
                     write_rate: s.writes.rate(now, cfg.window_secs),
                     read_rate: s.reads.rate(now, cfg.window_secs),
                     load_share: 0.0,
-                    hot: r.hot.lock().unwrap_or_else(|p| p.into_inner()).hot,
+                    hot: r.hot.lock_or_recover().hot,
                 }
             })
             .collect();
@@ -176,7 +177,7 @@ impl Store {
         self.shared.check_writable("split")?;
         self.shared.check_poisoned()?;
         let t = self.shared.table(table)?;
-        let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = t.flush_lock.lock_or_recover();
         let r = t
             .region_by_id(id)
             .ok_or_else(|| Error::invalid("region", format!("table {table} has no region {id}")))?;
@@ -198,7 +199,7 @@ impl Store {
         self.shared.check_writable("merge")?;
         self.shared.check_poisoned()?;
         let t = self.shared.table(table)?;
-        let _g = t.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = t.flush_lock.lock_or_recover();
         let m = split::merge(&self.shared, &t, id)?;
         if let Err(e) = self.shared.retire_wal() {
             tracing::warn!("could not retire WAL segments (retried later): {e}");

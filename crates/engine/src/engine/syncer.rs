@@ -24,6 +24,7 @@ use super::commit::{reply_all, Logged, WriteReq};
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::io::IoFile;
+use crate::util::sync::LockExt;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -216,19 +217,19 @@ struct Turnstile {
 
 impl Turnstile {
     fn wait_for(&self, ticket: u64) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock_or_recover();
         while st.0 != ticket && !st.1 {
             st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     }
 
     fn advance(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
+        self.state.lock_or_recover().0 += 1;
         self.cv.notify_all();
     }
 
     fn break_open(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.state.lock_or_recover().1 = true;
         self.cv.notify_all();
     }
 }

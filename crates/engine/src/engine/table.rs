@@ -9,6 +9,7 @@ use crate::memstore::Memstore;
 use crate::region::hotspot::HotState;
 use crate::region::stats::RegionStats;
 use crate::schema::{BlockEncoding, TableSchema};
+use crate::util::sync::RwLockExt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -77,20 +78,16 @@ impl Region {
 
     /// A consistent copy of the state for a read.
     pub fn snapshot(&self) -> TableState {
-        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.state.read_or_recover().clone()
     }
 
     pub fn write_state(&self) -> RwLockWriteGuard<'_, TableState> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        self.state.write_or_recover()
     }
 
     /// The memstore taking writes now.
     pub fn active(&self) -> Arc<Memstore> {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .active
-            .clone()
+        self.state.read_or_recover().active.clone()
     }
 
     /// Freeze the active memstore if it holds anything. Only the apply
@@ -113,11 +110,7 @@ impl Region {
     }
 
     pub fn file_count(&self) -> usize {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .files
-            .len()
+        self.state.read_or_recover().files.len()
     }
 
     /// What the compaction planner knows of the region's files.
@@ -137,11 +130,7 @@ impl Region {
     }
 
     pub fn frozen_count(&self) -> usize {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .frozen
-            .len()
+        self.state.read_or_recover().frozen.len()
     }
 
     /// (active bytes, frozen bytes).
@@ -153,7 +142,7 @@ impl Region {
     /// Active bytes, frozen bytes and frozen memstores, under one lock
     /// (read on every write by the apply thread and the writers).
     pub fn memstore_load(&self) -> (usize, usize, usize) {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.read_or_recover();
         let frozen = st.frozen.iter().map(|m| m.bytes()).sum();
         (st.active.bytes(), frozen, st.frozen.len())
     }
@@ -162,7 +151,7 @@ impl Region {
     /// unflushed, given that everything up to `applied` was applied before
     /// this call (read `applied` first).
     pub fn durable_seq(&self, applied: u64) -> u64 {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.read_or_recover();
         std::iter::once(&st.active)
             .chain(st.frozen.iter())
             .filter(|m| !m.is_empty())
@@ -245,20 +234,17 @@ impl Table {
 
     /// The current regions (a read sees a consistent list).
     pub fn regions(&self) -> RegionList {
-        self.regions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.regions.read_or_recover().clone()
     }
 
     /// Hold the region map for a write (blocks splits and merges).
     pub fn regions_for_write(&self) -> RwLockReadGuard<'_, RegionList> {
-        self.regions.read().unwrap_or_else(|p| p.into_inner())
+        self.regions.read_or_recover()
     }
 
     /// Exclusive access to the region map: pauses this table's writes.
     pub fn regions_exclusive(&self) -> RwLockWriteGuard<'_, RegionList> {
-        self.regions.write().unwrap_or_else(|p| p.into_inner())
+        self.regions.write_or_recover()
     }
 
     /// Freeze every region's active memstore; returns whether any was.

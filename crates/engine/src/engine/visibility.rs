@@ -12,6 +12,7 @@
 //! wait is nothing when the apply thread keeps up, which it must anyway
 //! (its queue is bounded, and a full queue holds back the acknowledgements).
 
+use crate::util::sync::LockExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -73,7 +74,7 @@ impl SeqGate {
 
     fn wake(&self) {
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _g = self.lock.lock_or_recover();
             self.cv.notify_all();
         }
     }
@@ -86,7 +87,7 @@ impl SeqGate {
             return;
         }
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.lock.lock_or_recover();
         while self.applied() < target && self.applying.load(Ordering::SeqCst) {
             g = match self.cv.wait_timeout(g, RECHECK) {
                 Ok((g, _)) => g,

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::key::{DeviceId, RowKey};
 use crate::schema::{BlockEncoding, TableSchema};
 use crate::util::bin::crc;
+use crate::util::sync::LockExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -412,9 +413,7 @@ impl HFileReader {
             (!seq || seq_col.is_some()) && fields.iter().all(Option::is_some)
         };
         if !complete(&seq_col, &fields) {
-            let _one = self.field_loads[i % FIELD_LOADS]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let _one = self.field_loads[i % FIELD_LOADS].lock_or_recover();
             // Decoded by another thread while this one waited?
             (seq_col, fields) = self.cached_columns(block, slots, seq);
             self.decode_missing(i, read, seq, &mut seq_col, slots, &mut fields)?;

@@ -7,6 +7,7 @@
 use crate::cell::{self, CellKind, RangeTombstone, CELL_HEAD_LEN};
 use crate::key::{self, DeviceId, RowKey};
 use crate::schema::Batch;
+use crate::util::sync::RwLockExt;
 mod map;
 
 use map::{CellMap, Edge, MemKey};
@@ -139,10 +140,10 @@ impl Memstore {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.read_or_recover()
     }
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        self.inner.write_or_recover()
     }
 
     fn account(&self, n: usize, first_seq: u64, last_seq: u64) {

@@ -8,6 +8,7 @@
 
 use crate::hfile::columns::{BlockKeys, FieldSlot};
 use crate::hfile::HFileReader;
+use crate::util::sync::LockExt;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -81,8 +82,8 @@ impl Prefetcher {
     /// Stop taking requests, let the workers finish what is queued (at
     /// most [`QUEUE_REQUESTS_MAX`] block loads) and wait for them.
     pub fn stop(&self) {
-        drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
-        let handles = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(self.tx.lock_or_recover().take());
+        let handles = std::mem::take(&mut *self.workers.lock_or_recover());
         for h in handles {
             let _ = h.join();
         }
@@ -98,7 +99,7 @@ impl Prefetcher {
         columns: Option<Columns>,
         scan: &ScanAlive,
     ) {
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = self.tx.lock_or_recover();
         if let Some(tx) = tx.as_ref() {
             match tx.try_send((file.clone(), block, columns, Arc::downgrade(scan))) {
                 Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}

@@ -1,4 +1,5 @@
 pub mod bin;
 pub mod hash;
 pub mod ratelimit;
+pub mod sync;
 pub mod text;

@@ -12,8 +12,8 @@ pub mod service;
 pub mod sql;
 pub mod ticket;
 
-use crate::server::conn::{Admitted, Gate};
-use crate::server::tls::{Port, Tls};
+use crate::frontend::conn::{Admitted, Gate};
+use crate::frontend::tls::{Port, Tls};
 use arrow_flight::flight_service_server::FlightServiceServer;
 use service::Service;
 use std::future::Future;

@@ -4,8 +4,8 @@
 
 use super::put::rows_of;
 use super::ticket::{key_to_hex, Request, Ticket, FLIGHT_TICKET_VERSION};
-use crate::server::auth::{authorization_token, Access, Tokens};
-use crate::server::ServerStats;
+use crate::frontend::auth::{authorization_token, Access, Tokens};
+use crate::frontend::stats::ServerStats;
 use arrow_array::RecordBatch;
 use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
 use arrow_flight::error::FlightError;

@@ -25,6 +25,7 @@ pub use session::run;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::Mutex;
 use std::time::Duration;
+use telestore_engine::util::sync::LockExt;
 
 /// Version of formats/mqtt.md (topics, payloads, the dead-letter
 /// envelope's `"v"`).
@@ -104,8 +105,8 @@ impl Stats {
     pub fn health(&self) -> Option<Health> {
         use std::sync::atomic::Ordering::Relaxed;
         let broker = self.broker.get()?;
-        let err = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
-        let last = self.last_refused.lock().unwrap_or_else(|p| p.into_inner());
+        let err = self.last_error.lock_or_recover();
+        let last = self.last_refused.lock_or_recover();
         let refused = payload::Bad::ALL
             .iter()
             .map(|&b| (b.name().to_string(), self.bad[b as usize].load(Relaxed)))
@@ -134,6 +135,6 @@ impl Stats {
     }
 
     fn set_error(&self, e: String) {
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        *self.last_error.lock_or_recover() = Some(e);
     }
 }

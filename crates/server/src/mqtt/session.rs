@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use telestore_engine::error::{Error, Result};
+use telestore_engine::util::sync::LockExt;
 use telestore_engine::{Durability, Store};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -274,11 +275,7 @@ impl Session {
         self.stats.bad[why as usize].fetch_add(1, Relaxed);
         tracing::warn!("mqtt: message on {} refused ({}): {e}", p.topic, why.name());
         let last = format!("{}: {} ({e})", p.topic, why.name());
-        *self
-            .stats
-            .last_refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(last);
+        *self.stats.last_refused.lock_or_recover() = Some(last);
         // A message that came from the dead-letter topic itself (a broker
         // bridge, say: the configuration refuses subscriptions matching it)
         // is never wrapped a second time.

@@ -4,8 +4,8 @@
 //! connection) take longer than that. A stop stops accepting and lets the
 //! open connections finish their requests, for at most the grace period.
 
-use super::conn::Gate;
-use super::tls::{Port, Tls};
+use crate::frontend::conn::Gate;
+use crate::frontend::tls::{Port, Tls};
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;

@@ -1,7 +1,8 @@
 //! `GET /health` and `GET /metrics` (OpenMetrics, or the classic
 //! Prometheus text when a scraper asks for it).
 
-use super::state::{json_error, ApiError, HttpState, ServerStats};
+use super::state::{json_error, ApiError, HttpState};
+use crate::frontend::stats::ServerStats;
 use crate::ingest::proto::ErrorCode;
 use crate::mqtt::Health as MqttHealth;
 use axum::extract::State;

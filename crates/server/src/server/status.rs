@@ -4,7 +4,8 @@
 //! with the hotspot detector's verdicts, and the ingest rate sampled every
 //! second by [`sample_ingest`].
 
-use super::state::{ApiError, HttpState, IngestHistory, ServerStats};
+use super::state::{ApiError, HttpState, IngestHistory};
+use crate::frontend::stats::ServerStats;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};

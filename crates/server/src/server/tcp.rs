@@ -8,9 +8,10 @@
 //! and nothing of it is applied; only lost framing closes the connection.
 
 use super::auth::Access;
-use super::conn::{Admitted, Gate};
-use super::state::{ServerConfig, ServerStats};
-use super::tls::Port;
+use crate::frontend::config::ServerConfig;
+use crate::frontend::conn::{Admitted, Gate};
+use crate::frontend::stats::ServerStats;
+use crate::frontend::tls::Port;
 use crate::ingest::proto::{
     ErrorCode, FrameHeader, Handshake, Response, WireError, FRAME_HEADER_LEN,
 };

@@ -20,8 +20,8 @@ use futures::TryStreamExt;
 use std::sync::Arc;
 use telestore_engine::{Options, Store};
 use telestore_query::{Params, Plan, Prepared};
+use telestore_server::daemon::{start, Running, ServerConfig};
 use telestore_server::server::auth::Tokens;
-use telestore_server::server::{start, Running, ServerConfig};
 use tonic::transport::Channel;
 
 struct Daemon {

@@ -10,7 +10,7 @@ use common::http_request;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use telestore_engine::{Options, Store};
-use telestore_server::server::{Running, ServerConfig};
+use telestore_server::daemon::{Running, ServerConfig};
 
 fn server() -> (tempfile::TempDir, Arc<Store>, Running, SocketAddr) {
     let (dir, store, run, http) = common::http_daemon(Options::default(), ServerConfig::default());

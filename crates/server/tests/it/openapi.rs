@@ -12,7 +12,7 @@ use common::http_request;
 use serde_json::Value;
 use std::path::Path;
 use telestore_engine::Options;
-use telestore_server::server::ServerConfig;
+use telestore_server::daemon::ServerConfig;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
 

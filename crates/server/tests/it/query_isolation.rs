@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use telestore_engine::{Error, Options, TableOptions};
 use telestore_query::sql::{QueryLimits, QueryPool};
-use telestore_server::server::{Running, ServerConfig};
+use telestore_server::daemon::{Running, ServerConfig};
 
 /// A query that would run for hours: only a cancel or a deadline ends it.
 const ENDLESS: &str = "SELECT count(*) FROM generate_series(1, 100000000000)";
@@ -233,7 +233,7 @@ fn a_flight_sql_stream_dropped_by_its_client_stops_its_query() {
         flight_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..ServerConfig::default()
     };
-    let run = telestore_server::server::start(store, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let run = telestore_server::daemon::start(store, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
     let pool = pool_of(&run);
     let url = format!("http://{}", run.flight_addr.unwrap());
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -7,20 +7,20 @@ use telestore_engine::{Options, Store};
 /// store opened with `opts`; `cfg`'s listen address for HTTP is set here.
 pub fn http_daemon(
     opts: Options,
-    cfg: telestore_server::server::ServerConfig,
+    cfg: telestore_server::daemon::ServerConfig,
 ) -> (
     tempfile::TempDir,
     std::sync::Arc<Store>,
-    telestore_server::server::Running,
+    telestore_server::daemon::Running,
     std::net::SocketAddr,
 ) {
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(Store::open(dir.path(), opts).unwrap());
-    let cfg = telestore_server::server::ServerConfig {
+    let cfg = telestore_server::daemon::ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..cfg
     };
-    let run = telestore_server::server::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg)
+    let run = telestore_server::daemon::start(store.clone(), "127.0.0.1:0".parse().unwrap(), cfg)
         .unwrap();
     let http = run.http_addr.unwrap();
     (dir, store, run, http)
@@ -33,7 +33,7 @@ pub fn token_daemon(
 ) -> (
     tempfile::TempDir,
     std::sync::Arc<Store>,
-    telestore_server::server::Running,
+    telestore_server::daemon::Running,
     std::net::SocketAddr,
 ) {
     use telestore_server::server::auth::{Access, Tokens};
@@ -41,10 +41,10 @@ pub fn token_daemon(
         .unwrap()
         .with("r-secret", Access::Read)
         .unwrap();
-    let cfg = telestore_server::server::ServerConfig {
+    let cfg = telestore_server::daemon::ServerConfig {
         tokens,
         metrics_public,
-        ..telestore_server::server::ServerConfig::default()
+        ..telestore_server::daemon::ServerConfig::default()
     };
     http_daemon(Options::default(), cfg)
 }

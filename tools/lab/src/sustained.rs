@@ -1,4 +1,4 @@
-//! `telestore bench sustained`: continuous ingest for a set time with
+//! `telestore-lab sustained`: continuous ingest for a set time with
 //! background flushes and compactions. Every interval it prints the
 //! ingest rate, files and sorted runs per region, compaction debt, write
 //! amplification, slowed and refused writes, the write acknowledgement
@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use telestore::testkit::{push_fleet_row, readings_schema, FLEET_T0_MS};
+use telestore::util::sync::LockExt;
 use telestore::{Durability, Error, Options, Order, Store};
 
 #[derive(Args, Debug)]
@@ -151,7 +152,7 @@ pub fn run(a: SustainedArgs) -> Result<()> {
     let store = Arc::new(Store::open(&a.dir, opts.clone())?);
     store.create_table(readings_schema("readings"))?;
     println!(
-        "telestore bench sustained: {} s, {} devices, batches of {}, {} writers, rate {}, sync, flush at {} MiB/region, io {}",
+        "telestore-lab sustained: {} s, {} devices, batches of {}, {} writers, rate {}, sync, flush at {} MiB/region, io {}",
         a.seconds,
         a.devices,
         a.batch,
@@ -220,7 +221,7 @@ pub fn run(a: SustainedArgs) -> Result<()> {
 }
 
 fn lock(s: &Mutex<Samples>) -> std::sync::MutexGuard<'_, Samples> {
-    s.lock().unwrap_or_else(|p| p.into_inner())
+    s.lock_or_recover()
 }
 
 type Worker = std::thread::JoinHandle<Result<()>>;

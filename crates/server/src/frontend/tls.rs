@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 use telestore_engine::error::{Error, Result};
+use telestore_engine::util::sync::RwLockExt;
 use tokio_rustls::TlsAcceptor;
 
 /// Where the certificate, its key and the client CA are.
@@ -72,7 +73,7 @@ impl Tls {
     pub fn reload(&self) -> Result<()> {
         match build(&self.files) {
             Ok(c) => {
-                *self.configs.write().unwrap_or_else(|p| p.into_inner()) = c;
+                *self.configs.write_or_recover() = c;
                 self.reloads.fetch_add(1, Relaxed);
                 Ok(())
             }
@@ -85,7 +86,7 @@ impl Tls {
 
     /// The acceptor for a new connection on `port`.
     pub fn acceptor(&self, port: Port) -> TlsAcceptor {
-        let c = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        let c = self.configs.read_or_recover();
         TlsAcceptor::from(c[port as usize].clone())
     }
 

@@ -1,5 +1,5 @@
-//! `telestore bench ingest`: the macro benchmark and the README's main
-//! command. Creates a fresh store, ingests a generated fleet with the
+//! `telestore-lab ingest`: the macro benchmark of ingest and scans.
+//! Creates a fresh store, ingests a generated fleet with the
 //! chosen durability from several writer threads, flushes, reads it back
 //! (checking every value) and prints rows/s, bytes on disk per row and
 //! scan rates.
@@ -118,7 +118,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     schema.options.block_size_bytes = a.block_size;
     store.create_table(schema)?;
     println!(
-        "telestore bench ingest: {} devices x {} rows ({} values, seed {}), batches of {}, {} writers, durability {}, {} {}, io {}",
+        "telestore-lab ingest: {} devices x {} rows ({} values, seed {}), batches of {}, {} writers, durability {}, {} {}, io {}",
         a.devices,
         a.rows_per_device,
         a.values,

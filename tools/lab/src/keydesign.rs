@@ -1,4 +1,4 @@
-//! `telestore bench key-design`: the key-design study of issue 3.
+//! `telestore-lab key-design`: the key-design study (benches/RESULTS.md, "Key-design study").
 //!
 //! Writes the same two fleets (uniform and Zipf) under four row-key
 //! designs into tables of `--regions` regions and reports, per design:
@@ -688,7 +688,7 @@ pub fn run(a: KeyDesignArgs) -> Result<()> {
         std::fs::remove_dir_all(&a.dir).with_context(|| format!("removing {}", a.dir.display()))?;
     }
     println!(
-        "telestore bench key-design: {} devices, {} h simulated, uniform interval {} s, seed {}, {} regions, Zipf hot ids {}",
+        "telestore-lab key-design: {} devices, {} h simulated, uniform interval {} s, seed {}, {} regions, Zipf hot ids {}",
         a.devices,
         a.hours,
         a.interval_s,

@@ -1,4 +1,4 @@
-//! `telestore bench compaction-sim`: run the compaction planner (the same
+//! `telestore-lab compaction-sim`: run the compaction planner (the same
 //! pure function the engine uses) on a simulated stream of flushes into
 //! one region and print file counts and write amplification over time.
 //! Compactions are applied instantly; the point is what the policy does,

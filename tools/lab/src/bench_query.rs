@@ -1,8 +1,8 @@
-//! `telestore bench query`: the read targets of issue 6 — `latest` and a
+//! `telestore-lab query`: the read targets (benches/RESULTS.md) — `latest` and a
 //! one-day range of one device (warm cache, through the same query layer
 //! the CLI and daemon use, Arrow batches included), and export to an Arrow
 //! IPC file. Prints p50/p99/p999 and rows/s. Between them it times
-//! `latest` right after flushes of new readings (issue 21: warm after
+//! `latest` right after flushes of new readings (warm after
 //! flush), written after the table's day; the exports then include those
 //! rows (`--fresh-flushes 0` skips that phase).
 

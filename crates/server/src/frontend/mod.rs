@@ -1,0 +1,24 @@
+//! What every protocol frontend shares, and nothing protocol-specific:
+//! tokens ([`auth`]), the settings ([`config`]), the one cap on
+//! connections ([`conn`]), TLS ([`tls`]) and the counters ([`stats`]). A frontend (`server` for HTTP and the binary protocol,
+//! `flight`, `mqtt`) imports this layer and never another frontend; the
+//! daemon ([`crate::daemon`]) is the one place that starts them all.
+
+pub mod auth;
+pub mod config;
+pub mod conn;
+pub mod stats;
+pub mod tls;
+
+use std::sync::Arc;
+use telestore_engine::Store;
+
+/// What every listener of one daemon shares.
+#[derive(Clone)]
+pub struct Serving {
+    pub store: Arc<Store>,
+    pub stats: Arc<stats::ServerStats>,
+    pub queries: Arc<telestore_query::sql::QueryPool>,
+    /// The one cap on open connections over every listener.
+    pub gate: Arc<conn::Gate>,
+}
