@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 /// A source of "now" in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync {
+    /// The current time, Unix milliseconds.
     fn now_ms(&self) -> i64;
 }
 
@@ -25,12 +26,15 @@ impl Clock for SystemClock {
 pub struct ManualClock(AtomicI64);
 
 impl ManualClock {
+    /// A clock stopped at `now_ms`.
     pub fn new(now_ms: i64) -> Self {
         ManualClock(AtomicI64::new(now_ms))
     }
+    /// Set the time to `now_ms`.
     pub fn set(&self, now_ms: i64) {
         self.0.store(now_ms, Ordering::SeqCst);
     }
+    /// Move the time on by `ms`.
     pub fn advance(&self, ms: i64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
     }

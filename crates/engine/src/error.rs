@@ -13,64 +13,115 @@ pub enum Error {
     /// A checksum did not match: the bytes at `offset` in `file` are corrupt.
     #[error("checksum mismatch in {file} at offset {offset}: expected {expected:#010x}, found {actual:#010x}")]
     ChecksumMismatch {
+        /// The file.
         file: PathBuf,
+        /// Where the checksummed bytes start in it.
         offset: u64,
+        /// The checksum the file records.
         expected: u32,
+        /// The checksum of the bytes there.
         actual: u32,
     },
     /// Structurally invalid bytes (bad magic, impossible length, ...).
     #[error("corrupt {what} in {file} at offset {offset}")]
     Corrupt {
+        /// What was expected there.
         what: String,
+        /// The file.
         file: PathBuf,
+        /// Where in it.
         offset: u64,
     },
     /// A file or record carries a version this build cannot read.
     #[error("unsupported {what} version {version}")]
-    UnsupportedVersion { what: &'static str, version: u32 },
+    UnsupportedVersion {
+        /// The format.
+        what: &'static str,
+        /// The version found.
+        version: u32,
+    },
     /// A previous fsync or write failed; the write path is stopped until the
     /// store is reopened (acknowledging more writes could lose data silently).
     #[error("write path poisoned after an I/O failure ({cause}); reopen the store")]
-    Poisoned { cause: String },
+    Poisoned {
+        /// The failure that stopped it.
+        cause: String,
+    },
     /// The store is overloaded; retry after the hinted delay.
     #[error("busy, retry after {retry_after_ms} ms")]
-    Busy { retry_after_ms: u64 },
+    Busy {
+        /// How long to wait before trying again.
+        retry_after_ms: u64,
+    },
     /// Caller supplied invalid input (argument, schema, batch ...).
     #[error("invalid {what}: {message}")]
-    InvalidInput { what: &'static str, message: String },
+    InvalidInput {
+        /// The argument or value to blame (a flag name starts with `--`).
+        what: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// No such table: its name quoted, and the tables there are.
     #[error("unknown table {0}")]
     UnknownTable(String),
     /// Table exists with a different schema.
     #[error("table {name:?} already exists with a different schema: {detail}")]
-    SchemaConflict { name: String, detail: String },
+    SchemaConflict {
+        /// The table.
+        name: String,
+        /// How the schemas differ.
+        detail: String,
+    },
     /// A decoder was given bytes that do not form a valid value.
     #[error("cannot decode {what}: {message}")]
-    Decode { what: &'static str, message: String },
+    Decode {
+        /// What was being decoded.
+        what: &'static str,
+        /// Why it does not decode.
+        message: String,
+    },
     /// The requested I/O backend is not available on this machine.
     #[error("io backend {backend} unavailable: {reason}")]
     BackendUnavailable {
+        /// The backend asked for (`uring`).
         backend: &'static str,
+        /// Why it cannot run here.
         reason: String,
     },
     /// The data directory is locked by another process.
     #[error("data directory {dir} is locked by another process")]
-    Locked { dir: PathBuf },
+    Locked {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The store is open read-only (`Options::read_only`): `what` would
     /// have changed it.
     #[error("{what}: the store at {dir} is open read-only")]
-    ReadOnly { what: &'static str, dir: PathBuf },
+    ReadOnly {
+        /// The operation refused.
+        what: &'static str,
+        /// The store's directory.
+        dir: PathBuf,
+    },
     /// The store has been closed.
     #[error("store is closed")]
     Closed,
     /// A query went past one of the limits every query runs under (its
     /// time, the memory all queries share, the size of one value).
     #[error("query stopped: {what} — {message}")]
-    QueryLimit { what: &'static str, message: String },
+    QueryLimit {
+        /// The limit: [`QUERY_TIMEOUT`], [`QUERY_CANCELLED`], `memory`,
+        /// `value size`.
+        what: &'static str,
+        /// Its value and what to change.
+        message: String,
+    },
     /// An operating-system I/O error, with the path it concerned.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The file or directory (or, in angle brackets, what it was for).
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -91,16 +142,25 @@ pub const QUERY_CANCELLED: &str = "cancelled";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorClass {
     /// The request is wrong; `arg` names the argument when one is to blame.
-    BadRequest { arg: Option<&'static str> },
+    BadRequest {
+        /// The argument to blame, when one is.
+        arg: Option<&'static str>,
+    },
     /// What the request names does not exist (a table).
     NotFound,
     /// The request contradicts what exists (a table with another schema).
     Conflict,
     /// The store is stalling writes; the same request may succeed later.
-    Busy { retry_after_ms: u64 },
+    Busy {
+        /// How long to wait.
+        retry_after_ms: u64,
+    },
     /// The store cannot serve writes now (its write path stopped, it is
     /// closing, its directory is locked, its I/O backend is missing).
-    Unavailable { retry_after_ms: u64 },
+    Unavailable {
+        /// How long to wait.
+        retry_after_ms: u64,
+    },
     /// The store is open read-only and this request writes.
     ReadOnly,
     /// A query ran past its time limit.

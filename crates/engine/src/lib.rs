@@ -41,6 +41,7 @@
 //! for the workspace's other crates, benches, fuzzers and tests (hidden
 //! from the documentation; not a stable API).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod clock;
 pub mod engine;

@@ -41,13 +41,19 @@ pub struct Job {
 /// What one compaction did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// `minor` or `major`.
     pub kind: &'static str,
+    /// HFiles merged.
     pub files_in: usize,
     /// Files written: one, one per part of a split compaction, or none.
     pub files_out: usize,
+    /// Bytes read from the merged files.
     pub bytes_in: u64,
+    /// Bytes written to the new files.
     pub bytes_out: u64,
+    /// Cells read.
     pub cells_in: u64,
+    /// Cells written (fewer when versions, deletes or expired cells were dropped).
     pub cells_out: u64,
 }
 

@@ -45,8 +45,11 @@ type Shard = HashMap<u64, Slot, Xxh3DefaultBuilder>;
 /// Counters of the cache, for `/metrics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatestCacheStats {
+    /// Lookups answered from the cache.
     pub hits: u64,
+    /// Lookups that read the memstores and files.
     pub misses: u64,
+    /// Devices cached now.
     pub entries: u64,
 }
 

@@ -34,6 +34,7 @@ pub use devices::{check_device_text, tag_conflict, REGISTRY_ID_BASE};
 pub use options::{Durability, Options};
 pub use reads::{KeySpan, ReadStats};
 pub use regions::RegionInfo;
+#[doc(hidden)]
 pub use table::{Region, Table, TableState};
 
 use crate::cache::BlockCache;
@@ -268,10 +269,12 @@ pub struct EngineMetrics {
     /// WAL writes that fdatasync (group commits with a `sync` writer, and
     /// the `async` timer), in seconds.
     pub wal_sync_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Seconds per memstore flush.
     pub flush_seconds: prometheus_client::metrics::histogram::Histogram,
     /// Accepted puts, from submission to acknowledgement (queueing for
     /// the commit thread, the WAL write and sync, the memstore insert).
     pub write_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Seconds per compaction.
     pub compaction_seconds: prometheus_client::metrics::histogram::Histogram,
 }
 
@@ -319,22 +322,30 @@ impl MemUsage {
 pub struct WriteAck {
     /// Sequence number of the first row; rows are numbered consecutively.
     pub first_seq: u64,
+    /// Rows written.
     pub rows: u64,
+    /// The durability the write was acknowledged with.
     pub durability: Durability,
 }
 
 /// Counters for monitoring and tests.
 #[derive(Clone, Debug, Default)]
 pub struct StoreStats {
+    /// The I/O backend in use.
     pub io: Option<IoKind>,
+    /// Live WAL segments.
     pub wal_segments: usize,
+    /// Live HFiles, all tables.
     pub hfiles: usize,
+    /// Bytes in live HFiles.
     pub hfile_bytes: u64,
+    /// Bytes in memstores (active and frozen).
     pub memstore_bytes: usize,
     /// Regions over all tables.
     pub regions: usize,
     /// Writes that waited in a write stall, and writes refused with `Busy`.
     pub stalled_writes: u64,
+    /// Writes refused with `Busy` since open.
     pub busy_writes: u64,
     /// Writes delayed for compaction debt (`Options::compaction_debt_slowdown_bytes`).
     pub slowed_writes: u64,
@@ -344,7 +355,9 @@ pub struct StoreStats {
     /// The background write limiter's rate now (0: no limiter), the
     /// bytes it let through and the time compactions waited for it.
     pub background_write_rate_bytes_per_sec: u64,
+    /// Bytes flushes and compactions wrote since open.
     pub background_write_bytes: u64,
+    /// Milliseconds they waited for the background write limiter.
     pub background_write_wait_ms: u64,
     /// New HFiles handed to the kernel's read-ahead
     /// (`Options::readahead_new_files_bytes`).
@@ -356,7 +369,9 @@ pub struct StoreStats {
     pub frozen_memstores: usize,
     /// The limits of `Options`: all memstores together, the block cache.
     pub memstore_limit_bytes: usize,
+    /// The block cache's capacity.
     pub block_cache_capacity_bytes: u64,
+    /// The block cache's hits, misses and size.
     pub cache: crate::cache::CacheStats,
     /// The latest-row caches of all tables (`Options::latest_cache_devices`).
     pub latest_cache: LatestCacheStats,
@@ -379,6 +394,7 @@ impl Store {
         open::open(dir.as_ref(), opts)
     }
 
+    /// The store's data directory.
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }

@@ -25,6 +25,7 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// `sync`, `async` or `skip`.
     pub fn parse(s: &str) -> Result<Self> {
         match s {
             "sync" => Ok(Durability::Sync),
@@ -36,6 +37,7 @@ impl Durability {
             )),
         }
     }
+    /// The name `parse` takes.
     pub fn name(self) -> &'static str {
         match self {
             Durability::Sync => "sync",

@@ -23,9 +23,14 @@ use std::sync::Arc;
 pub struct ReadStats {
     /// Regions the read touched.
     pub regions: usize,
+    /// Memstores read.
     pub memstores: usize,
+    /// HFiles whose key range overlapped the read.
     pub files_considered: usize,
+    /// HFiles read (the others were skipped by key or time range, or by
+    /// their bloom filter).
     pub files_read: usize,
+    /// Rows returned.
     pub rows: u64,
 }
 
@@ -439,7 +444,9 @@ impl Store {
 /// and reading changes nothing about which rows they return.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeySpan {
+    /// The first key, included.
     pub start: RowKey,
+    /// The key after the last (`None`: to the end).
     pub end: Option<RowKey>,
 }
 

@@ -16,34 +16,50 @@ use std::time::Duration;
 /// One region as reported by [`Store::regions`].
 #[derive(Clone, Debug, Serialize)]
 pub struct RegionInfo {
+    /// The region's id, unique within its table.
     pub id: u32,
     /// First key, hex (`pppp[:device[:ts]]`).
     pub start: String,
     /// End key (exclusive), hex; `None` is the end of the key space.
     pub end: Option<String>,
+    /// The region's first key, included.
     #[serde(skip)]
     pub start_key: RowKey,
+    /// Its end key, excluded (`None`: the end of the key space).
     #[serde(skip)]
     pub end_key: Option<RowKey>,
     /// Stored bytes of the region's HFile data (its part of shared files).
     pub size_bytes: u64,
+    /// Live HFiles.
     pub files: usize,
     /// Sorted runs among the files (the parts of one split compaction are
     /// one run): what the file limits count.
     pub runs: usize,
+    /// Bytes in its memstores.
     pub memstore_bytes: usize,
+    /// Rows written since open.
     pub rows_written: u64,
+    /// Write batches since open.
     pub write_batches: u64,
+    /// Reads since open.
     pub read_requests: u64,
+    /// Rows reads returned since open.
     pub rows_scanned: u64,
+    /// Flushes since open.
     pub flushes: u64,
     /// Bytes of HFiles written by flushes.
     pub flush_bytes: u64,
+    /// Compactions since open.
     pub compactions: u64,
+    /// Compactions that failed since open.
     pub compactions_failed: u64,
+    /// A compaction is queued.
     pub compaction_queued: bool,
+    /// A compaction runs now.
     pub compaction_running: bool,
+    /// Bytes its compactions read since open.
     pub compaction_bytes_read: u64,
+    /// Bytes its compactions wrote since open.
     pub compaction_bytes_written: u64,
     /// Pending compaction debt: the bytes the minor compactions the
     /// planner would run one after another (with nothing new flushed)
@@ -59,6 +75,7 @@ pub struct RegionInfo {
     /// This region's part of the table's load (writes + reads over the
     /// window; by size when the table was idle).
     pub load_share: f64,
+    /// The hotspot detector flags it now.
     pub hot: bool,
 }
 

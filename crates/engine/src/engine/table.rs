@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What a reader sees of a region at one moment.
 #[derive(Clone)]
+#[doc(hidden)]
 pub struct TableState {
     pub active: Arc<Memstore>,
     /// Oldest first.
@@ -26,6 +27,7 @@ pub struct TableState {
 }
 
 /// One region: the key range `[start, end)`.
+#[doc(hidden)]
 pub struct Region {
     pub id: u32,
     pub start: RowKey,
@@ -179,6 +181,7 @@ impl Region {
 pub type RegionList = Arc<Vec<Arc<Region>>>;
 
 /// One open table.
+#[doc(hidden)]
 pub struct Table {
     pub id: u32,
     pub schema: TableSchema,

@@ -30,15 +30,18 @@ pub enum Finding {
 /// One checked file.
 #[derive(Debug)]
 pub struct Checked {
+    /// The file checked.
     pub path: PathBuf,
     /// What was checked, e.g. "WAL segment, 120 entries".
     pub what: String,
+    /// What the check found.
     pub finding: Finding,
 }
 
 /// Every file checked, in the order checked.
 #[derive(Debug, Default)]
 pub struct Report {
+    /// Every file checked.
     pub files: Vec<Checked>,
 }
 

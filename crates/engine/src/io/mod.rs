@@ -6,11 +6,14 @@
 //! the renames that publish files go through the selected [`Backend`].
 //! Reads of immutable files may use `pread` directly.
 
+#[doc(hidden)]
 pub mod direct;
+#[doc(hidden)]
 pub mod fault;
 mod local_ring;
 pub mod priority;
 mod probe;
+#[doc(hidden)]
 pub mod rate;
 mod std_backend;
 mod uring;
@@ -27,11 +30,14 @@ pub use uring::{uring_ops_completed, UringBackend};
 /// Which backend a store uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoKind {
+    /// io_uring (tokio-uring on a ring thread).
     Uring,
+    /// Plain blocking calls.
     Std,
 }
 
 impl IoKind {
+    /// `uring` or `std`.
     pub fn name(self) -> &'static str {
         match self {
             IoKind::Uring => "uring",
@@ -116,7 +122,9 @@ pub trait IoFile: Send + Sync {
 
 /// A storage backend.
 pub trait Backend: Send + Sync {
+    /// Which backend this is.
     fn kind(&self) -> IoKind;
+    /// Open `path` in `mode`.
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn IoFile>>;
     /// Atomically rename `from` to `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;

@@ -30,6 +30,7 @@ const IOPRIO_CLASS_IDLE: i32 = 3;
 const IOPRIO_WHO_PROCESS: i32 = 1;
 
 impl IoPriority {
+    /// `normal`, `low` or `idle`.
     pub fn parse(s: &str) -> Result<Self> {
         match s {
             "normal" => Ok(IoPriority::Normal),
@@ -42,6 +43,7 @@ impl IoPriority {
         }
     }
 
+    /// The name `parse` takes.
     pub fn name(self) -> &'static str {
         match self {
             IoPriority::Normal => "normal",

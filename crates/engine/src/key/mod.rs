@@ -54,8 +54,11 @@ pub fn encode_with_prefix(prefix: u16, device: DeviceId, ts: i64) -> RowKey {
 /// A decoded row key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodedKey {
+    /// The hash prefix (formats/key.md).
     pub prefix: u16,
+    /// The device.
     pub device: DeviceId,
+    /// The timestamp, Unix milliseconds.
     pub ts: i64,
 }
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 /// Consecutive visible rows of one device: rows of a block's columns.
 #[derive(Clone, Copy)]
 pub struct RunSlice<'a> {
+    /// The device of every row of the run.
     pub device: DeviceId,
     /// The block's columns: its keys and the asked fields, in the order
     /// asked.
@@ -27,10 +28,12 @@ pub struct RunSlice<'a> {
 }
 
 impl<'a> RunSlice<'a> {
+    /// Rows in the run.
     pub fn len(&self) -> usize {
         self.rows.1 - self.rows.0
     }
 
+    /// Whether the run has no rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -55,7 +58,9 @@ impl<'a> RunSlice<'a> {
 /// read, with all its field bytes) or a run of rows as columns (with the
 /// asked fields only).
 pub enum Piece<'a> {
+    /// One row.
     Row(RowView<'a>),
+    /// A run of one device's rows, column by column.
     Run(RunSlice<'a>),
 }
 

@@ -3,7 +3,9 @@
 //! TTL, version limits and a timestamp window.
 
 pub mod columns;
+#[doc(hidden)]
 pub mod prefetch;
+#[doc(hidden)]
 pub mod source;
 
 use crate::cell::{self, CellKind, CellRef, RangeTombstone};
@@ -25,8 +27,11 @@ pub enum Order {
 /// A visible row as handed to a visitor.
 #[derive(Clone, Copy, Debug)]
 pub struct RowView<'a> {
+    /// The device.
     pub device: DeviceId,
+    /// The timestamp, Unix milliseconds.
     pub ts: i64,
+    /// The sequence number of the write that put it.
     pub seq: u64,
     /// The table's field bytes (little-endian, packed).
     pub fields: &'a [u8],
@@ -35,9 +40,13 @@ pub struct RowView<'a> {
 /// An owned row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
+    /// The device id.
     pub device: u64,
+    /// The timestamp, Unix milliseconds.
     pub ts: i64,
+    /// The sequence number of the write that put it.
     pub seq: u64,
+    /// The field bytes, laid out as the table's schema says.
     pub fields: Vec<u8>,
 }
 
@@ -68,6 +77,7 @@ impl From<RowView<'_>> for Row {
 pub struct Visibility {
     /// Cells with `ts` outside `[from, to]` are skipped.
     pub from: i64,
+    /// The end of the window, excluded.
     pub to: i64,
     /// Cells older than this (TTL) are invisible.
     pub ttl_cutoff: Option<i64>,
@@ -81,6 +91,7 @@ pub struct Visibility {
 }
 
 impl Visibility {
+    /// Range tombstones grouped by device.
     pub fn group(
         tombs: impl IntoIterator<Item = RangeTombstone>,
     ) -> HashMap<DeviceId, Vec<RangeTombstone>> {

@@ -35,6 +35,7 @@ impl RowHead {
 /// write path check them; time arithmetic needs no overflow checks
 /// inside this range).
 pub const TS_MIN: i64 = 0;
+/// The latest timestamp a row may carry: 9999-12-31T23:59:59.999Z.
 pub const TS_MAX: i64 = 253_402_300_799_999;
 
 /// A validated batch of ingest rows.
@@ -64,15 +65,19 @@ impl<'a> Batch<'a> {
         }
         Ok(Batch { bytes, width })
     }
+    /// Rows in the batch.
     pub fn len(&self) -> usize {
         self.bytes.len() / self.width
     }
+    /// Whether the batch has no rows.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
+    /// Bytes per row.
     pub fn width(&self) -> usize {
         self.width
     }
+    /// The batch's bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -99,6 +104,7 @@ impl<'a> Batch<'a> {
         }
         Ok(())
     }
+    /// Each row's head (device, timestamp) and field bytes.
     pub fn rows(&self) -> impl Iterator<Item = (RowHead, &'a [u8])> + 'a {
         self.bytes
             .chunks_exact(self.width)

@@ -20,11 +20,17 @@ pub const NAME_LEN_MAX: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum FieldType {
+    /// 64-bit float.
     F64 = 1,
+    /// 32-bit float.
     F32 = 2,
+    /// 64-bit signed integer.
     I64 = 3,
+    /// 32-bit signed integer.
     I32 = 4,
+    /// 64-bit unsigned integer.
     U64 = 5,
+    /// 32-bit unsigned integer.
     U32 = 6,
     /// One byte; 0 is false, anything else true.
     Bool = 7,
@@ -39,6 +45,7 @@ impl FieldType {
             FieldType::Bool => 1,
         }
     }
+    /// The name `parse` takes (`f64`, `bool`, ...).
     pub fn name(self) -> &'static str {
         match self {
             FieldType::F64 => "f64",
@@ -50,6 +57,7 @@ impl FieldType {
             FieldType::Bool => "bool",
         }
     }
+    /// A type by name.
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
             "f64" => FieldType::F64,
@@ -71,6 +79,7 @@ impl FieldType {
     pub fn code(self) -> u8 {
         self as u8
     }
+    /// A type by its code in schemas and the wire protocol.
     pub fn from_code(c: u8) -> Result<Self> {
         Ok(match c {
             1 => FieldType::F64,
@@ -88,11 +97,14 @@ impl FieldType {
 /// One named field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
+    /// The field's name.
     pub name: String,
+    /// Its type.
     pub ty: FieldType,
 }
 
 impl Field {
+    /// A field named `name` of type `ty`.
     pub fn new(name: &str, ty: FieldType) -> Self {
         Field {
             name: name.to_string(),
@@ -111,8 +123,11 @@ impl Field {
 /// A table definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableSchema {
+    /// The table's name.
     pub name: String,
+    /// Its fields, in row order.
     pub fields: Vec<Field>,
+    /// Its options (TTL, versions, compression, encoding, regions).
     pub options: TableOptions,
 }
 
@@ -144,6 +159,7 @@ impl TableSchema {
         Ok(s)
     }
 
+    /// Check names, field count and options.
     pub fn validate(&self) -> Result<()> {
         validate_name("table name", &self.name)?;
         if self.fields.len() > FIELDS_MAX {
@@ -222,6 +238,7 @@ impl TableSchema {
         None
     }
 
+    /// The schema as the manifest records it (formats/manifest.md).
     pub fn encode(&self, w: &mut BinWriter) {
         w.str(&self.name).u16(self.fields.len() as u16);
         for f in &self.fields {

@@ -6,7 +6,9 @@ use crate::util::bin::{BinReader, BinWriter};
 /// Block compression codec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
+    /// No compression.
     None,
+    /// Snappy (raw block format).
     Snappy,
     /// Zstandard at the given level (1..=22).
     Zstd(i32),
@@ -115,6 +117,7 @@ impl BlockEncoding {
         }
     }
 
+    /// A codec by its code in the manifest and HFiles.
     pub fn from_code(c: u8) -> Result<Self> {
         match c {
             0 => Ok(BlockEncoding::Rows),
@@ -123,6 +126,7 @@ impl BlockEncoding {
         }
     }
 
+    /// `none`, `snappy` or `zstd`.
     pub fn name(self) -> &'static str {
         match self {
             BlockEncoding::Rows => "rows",
@@ -156,6 +160,7 @@ pub struct TableOptions {
     pub ttl_ms: Option<i64>,
     /// Versions kept per (device, ts); reads return the newest by default.
     pub max_versions: u32,
+    /// The block compression.
     pub compression: Compression,
     /// Target uncompressed size of an HFile data block.
     pub block_size_bytes: u32,
@@ -198,6 +203,7 @@ impl TableOptions {
         self.ttl_ms.map(|ttl| now_ms.saturating_sub(ttl))
     }
 
+    /// Check every option's range.
     pub fn validate(&self) -> Result<()> {
         if let Some(t) = self.ttl_ms {
             if t <= 0 {
@@ -228,6 +234,7 @@ impl TableOptions {
         self.compression.validate()
     }
 
+    /// The options as the manifest records them (formats/manifest.md).
     pub fn encode(&self, w: &mut BinWriter) {
         w.i64(self.ttl_ms.unwrap_or(0))
             .u32(self.max_versions)
