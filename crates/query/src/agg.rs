@@ -23,16 +23,24 @@ use telestore_engine::schema::{FieldType, TableSchema};
 /// An aggregate function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AggFn {
+    /// The mean.
     Avg,
+    /// The smallest value.
     Min,
+    /// The largest value.
     Max,
+    /// The sum.
     Sum,
+    /// The number of rows.
     Count,
+    /// The oldest value in the bucket.
     First,
+    /// The newest value in the bucket.
     Last,
 }
 
 impl AggFn {
+    /// A function by name (`avg`, `min`, `max`, `sum`, `count`, `first`, `last`).
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
             "avg" | "mean" => AggFn::Avg,
@@ -51,6 +59,7 @@ impl AggFn {
         })
     }
 
+    /// The name `parse` takes.
     pub fn name(self) -> &'static str {
         match self {
             AggFn::Avg => "avg",
@@ -272,6 +281,7 @@ impl Aggregator {
         }
     }
 
+    /// The Arrow schema of the aggregated batches.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }

@@ -82,6 +82,7 @@ impl DeviceDict {
 /// What a row result holds: the table's chosen fields, and device names
 /// when the registry has any.
 pub struct RowLayout {
+    /// The Arrow schema of the result batches.
     pub schema: SchemaRef,
     /// (field, byte offset in the row's field bytes)
     fields: Vec<(Field, usize)>,
@@ -265,10 +266,12 @@ impl RowBatcher {
         }
     }
 
+    /// Rows gathered so far.
     pub fn len(&self) -> usize {
         self.ts.len()
     }
 
+    /// Whether no row is gathered yet.
     pub fn is_empty(&self) -> bool {
         self.ts.is_empty()
     }

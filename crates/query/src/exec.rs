@@ -35,6 +35,7 @@ pub struct RunStats {
     pub rows_read: u64,
     /// Rows sent to the sink.
     pub rows_out: u64,
+    /// Record batches sent.
     pub batches: u64,
 }
 
@@ -62,6 +63,7 @@ fn device_dict(store: &Store, devices: &Devices) -> Option<DeviceDict> {
 }
 
 impl Prepared {
+    /// Ready `plan` to run against `store` (device names resolved once).
     pub fn new(store: &Store, plan: Plan) -> Prepared {
         let dict = device_dict(store, &plan.devices);
         let meta = plan.window_meta();
@@ -102,6 +104,7 @@ impl Prepared {
         Prepared { plan, shape }
     }
 
+    /// The Arrow schema of the batches it produces.
     pub fn schema(&self) -> SchemaRef {
         match &self.shape {
             Shape::Rows(l) => l.schema.clone(),

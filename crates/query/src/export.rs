@@ -35,8 +35,11 @@ pub enum FileFormat {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Codec {
+    /// Uncompressed.
     None,
+    /// Zstandard.
     Zstd,
+    /// LZ4.
     Lz4,
 }
 
@@ -144,10 +147,12 @@ impl FileSink {
         Ok(sink)
     }
 
+    /// Rows written so far.
     pub fn rows(&self) -> u64 {
         self.rows
     }
 
+    /// Write one batch.
     pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
         self.rows += b.num_rows() as u64;
         let r = match self.inner.as_mut() {
@@ -219,6 +224,7 @@ pub struct BackgroundSink {
 }
 
 impl BackgroundSink {
+    /// Run `sink` on a thread of its own, fed batches through a bounded channel.
     pub fn spawn(mut sink: FileSink) -> Self {
         let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(WRITER_QUEUE);
         let handle = std::thread::Builder::new()
@@ -242,6 +248,7 @@ impl BackgroundSink {
         self.rows
     }
 
+    /// Hand one batch to the writing thread (waits while it is behind).
     pub fn write(&mut self, b: RecordBatch) -> Result<()> {
         self.rows += b.num_rows() as u64;
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send(b).is_ok());

@@ -4,6 +4,7 @@
 //! `/api/v1/query` and `/api/v1/export` share all of it, so a query gives
 //! the same result embedded or through `--server`.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod agg;
 pub mod columns;

@@ -34,6 +34,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// The HTTP `Content-Type` of the format.
     pub fn content_type(self) -> &'static str {
         match self {
             Format::Table => "text/plain; charset=utf-8",
@@ -179,6 +180,7 @@ fn io_err(e: std::io::Error) -> Error {
 }
 
 impl<W: Write> Printer<W> {
+    /// A writer of `format` for batches of `schema` onto `w`.
     pub fn new(format: Format, schema: SchemaRef, w: W) -> Result<Self> {
         let names = column_names(&schema);
         let state = match format {
@@ -207,6 +209,7 @@ impl<W: Write> Printer<W> {
         self.rows
     }
 
+    /// Write one batch.
     pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
         self.rows += b.num_rows() as u64;
         let names = column_names(&self.schema);

@@ -81,6 +81,7 @@ pub struct Params {
 /// Which devices a query reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Devices {
+    /// Every device of the table.
     All,
     /// In key order (hash prefix, then id).
     Some(Vec<u64>),
@@ -89,18 +90,27 @@ pub enum Devices {
 /// A checked query.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// What to run.
     pub kind: Kind,
+    /// The table's schema.
     pub schema: TableSchema,
+    /// The devices it reads.
     pub devices: Devices,
     /// Half-open window `[from, to)` in epoch ms.
     pub from: i64,
+    /// The end of the window, excluded.
     pub to: i64,
     /// Indexes of the chosen fields.
     pub fields: Vec<usize>,
+    /// Newest or oldest first (range).
     pub order: Order,
+    /// Rows at most (`None`: all).
     pub limit: Option<u64>,
+    /// Rows per device for `latest`.
     pub n: usize,
+    /// For `agg`: the function, the bucket width in ms and the grouping.
     pub agg: Option<(AggFn, i64, GroupBy)>,
+    /// Rows per Arrow record batch.
     pub batch_rows: usize,
     /// The keys read: the whole table, or one span of it (a Flight
     /// endpoint's or a SQL partition's; scans only).

@@ -60,6 +60,7 @@ impl QueryControl {
         self.deadline
     }
 
+    /// Whether the query was cancelled or ran past its deadline.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Relaxed)
     }

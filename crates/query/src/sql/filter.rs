@@ -10,8 +10,11 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 /// A column a pushed-down filter names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
+    /// The `device` column (names).
     DeviceName,
+    /// The `device_id` column.
     DeviceId,
+    /// A tag column, by tag key.
     Tag(String),
 }
 
@@ -24,9 +27,12 @@ pub enum Pushed {
     Window(i64, i64),
 }
 
+/// A literal a filter compares a column with.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// A text literal.
     Text(String),
+    /// A numeric id.
     Id(u64),
     /// A value no row holds (a negative id, a literal NULL).
     Nothing,
@@ -34,6 +40,7 @@ pub enum Value {
 
 /// How the scan sees the table's columns.
 pub trait Columns {
+    /// The filter target `column` is, if the scan can push filters on it down.
     fn target(&self, column: &str) -> Option<Target>;
 }
 

@@ -81,6 +81,7 @@ pub struct QueryPool {
     slots: Arc<Semaphore>,
     limits: QueryLimits,
     spill_dir: Option<PathBuf>,
+    /// The pool's counters (admitted, refused, timed out, cancelled).
     pub stats: Arc<QueryStats>,
 }
 
@@ -133,10 +134,12 @@ impl QueryPool {
         &self.env
     }
 
+    /// The limits every query runs under.
     pub fn limits(&self) -> &QueryLimits {
         &self.limits
     }
 
+    /// Where queries spill, when they may.
     pub fn spill_dir(&self) -> Option<&Path> {
         self.spill_dir.as_deref()
     }
@@ -199,6 +202,7 @@ impl Drop for QueryPool {
 /// the slot.
 pub struct Admission {
     _permit: OwnedSemaphorePermit,
+    /// The query's deadline and cancel flag, shared with its plan.
     pub control: Arc<QueryControl>,
 }
 

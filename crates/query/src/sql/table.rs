@@ -48,6 +48,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// Read the device registry of `store` (names, ids, tags).
     pub fn load(store: &Store) -> Registry {
         let mut keys: BTreeMap<String, (Vec<String>, HashMap<u64, u32>)> = BTreeMap::new();
         let mut names = HashMap::new();
@@ -109,6 +110,7 @@ pub struct SqlTable {
 }
 
 impl SqlTable {
+    /// The SQL table over `table` of `store`.
     pub fn new(store: Arc<Store>, table: TableSchema, registry: Arc<Registry>) -> SqlTable {
         let mut cols = vec![
             Field::new("device_id", DataType::UInt64, false),
