@@ -64,6 +64,8 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod hfile;
 #[doc(hidden)]
+pub mod ids;
+#[doc(hidden)]
 pub mod manifest;
 #[doc(hidden)]
 pub mod memstore;

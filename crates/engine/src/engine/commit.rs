@@ -275,10 +275,10 @@ impl Committer {
         self.forced_for_segment = Some(oldest.no);
         let flushed = self.shared.durable_seqs();
         for (table, seq) in &oldest.table_max_seq {
-            if flushed.get(table).copied().unwrap_or(0) < *seq {
+            if flushed.get(table).copied().unwrap_or_default() < *seq {
                 let _ = self.apply_tx.send(ApplyMsg::Unpin {
-                    table: *table,
-                    seq: *seq,
+                    table: table.0,
+                    seq: seq.0,
                 });
             }
         }

@@ -39,6 +39,7 @@ pub use table::{Region, Table, TableState};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
+use crate::ids::{SeqNo, TableId};
 use crate::io::{BackendRef, IoKind};
 use crate::key::DeviceId;
 use crate::manifest::{Manifest, Record, RegionDef};
@@ -176,18 +177,18 @@ impl Shared {
     }
     /// Per table, the sequence number up to which every region's edits
     /// are in HFiles (a WAL segment retires when it holds nothing newer).
-    pub(crate) fn durable_seqs(&self) -> HashMap<u32, u64> {
+    pub(crate) fn durable_seqs(&self) -> HashMap<TableId, SeqNo> {
         let applied = self.gate.applied();
         self.tables_snapshot()
             .iter()
-            .map(|t| (t.id, t.durable_seq(applied)))
+            .map(|t| (TableId(t.id), SeqNo(t.durable_seq(applied))))
             .collect()
     }
 
     /// Delete WAL segments whose every edit has been flushed.
     pub(crate) fn retire_wal(&self) -> Result<()> {
         let durable = self.durable_seqs();
-        let f = move |t: u32| durable.get(&t).copied().unwrap_or(0);
+        let f = move |t: TableId| durable.get(&t).copied().unwrap_or_default();
         // Unlinks and the directory fsync run outside the WAL lock: the
         // commit thread appends meanwhile.
         let (segs, (backend, dir)) = {

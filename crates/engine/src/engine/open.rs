@@ -10,6 +10,7 @@ use super::{Options, Shared, Store};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::hfile::HFileReader;
+use crate::ids::{SeqNo, TableId};
 use crate::io::{self, BackendRef, IoChoice};
 use crate::key::DeviceId;
 use crate::manifest::{Manifest, TableEntry};
@@ -109,7 +110,7 @@ struct Catalog {
     max_seq: u64,
     /// Per table, the lowest flushed sequence number of its regions: WAL
     /// segments holding nothing newer are retired after replay.
-    flushed: HashMap<u32, u64>,
+    flushed: HashMap<TableId, SeqNo>,
 }
 
 /// Phase 3: the manifest, the WAL directory (locked), every table's
@@ -161,10 +162,8 @@ fn load_catalog(dir: &Path, opts: &Options, backend: &BackendRef) -> Result<Cata
         .tables
         .iter()
         .map(|(id, t)| {
-            (
-                *id,
-                t.regions.values().map(|r| r.flushed_seq).min().unwrap_or(0),
-            )
+            let seq = t.regions.values().map(|r| r.flushed_seq).min();
+            (TableId(*id), SeqNo(seq.unwrap_or(0)))
         })
         .collect();
     Ok(Catalog {
@@ -264,7 +263,7 @@ fn build_shared(
             opts.wal_preallocate,
             opts.wal_syncs_in_flight,
         )?;
-        w.retire(&|t| flushed.get(&t).copied().unwrap_or(0))?;
+        w.retire(&|t| flushed.get(&t).copied().unwrap_or_default())?;
         w
     };
     let max_file_id = manifest.state().max_file_id;

@@ -11,6 +11,7 @@ pub use replay::{replay, scan_segment, tail_note, Recovery, ReplayOutcome, Segme
 pub use segment::SegmentInfo;
 
 use crate::error::{Error, Result};
+use crate::ids::{SeqNo, TableId};
 use crate::io::{Backend, BackendRef, IoFile, OpenMode};
 use crate::util::ratelimit::LogEvery;
 use std::path::{Path, PathBuf};
@@ -220,7 +221,7 @@ impl WalWriter {
     }
 
     /// Delete sealed segments whose every edit is flushed. Returns how many.
-    pub fn retire(&mut self, flushed: &dyn Fn(u32) -> u64) -> Result<usize> {
+    pub fn retire(&mut self, flushed: &dyn Fn(TableId) -> SeqNo) -> Result<usize> {
         let segs = self.take_retirable(flushed);
         let n = segs.len();
         let backend = self.backend.clone();
@@ -234,7 +235,7 @@ impl WalWriter {
     /// the writer lives behind, so the unlinks and the directory fsync do
     /// not hold up appends — and hands failures to
     /// [`WalWriter::delete_or_restore`].
-    pub fn take_retirable(&mut self, flushed: &dyn Fn(u32) -> u64) -> Vec<SegmentInfo> {
+    pub fn take_retirable(&mut self, flushed: &dyn Fn(TableId) -> SeqNo) -> Vec<SegmentInfo> {
         let (gone, keep) = std::mem::take(&mut self.sealed)
             .into_iter()
             .partition(|s| s.retirable(flushed));

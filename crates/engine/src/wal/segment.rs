@@ -1,6 +1,7 @@
 //! WAL segment files: a 20-byte header, then frames. Spec: `formats/wal.md`.
 
 use crate::error::{Error, Result};
+use crate::ids::{SeqNo, TableId};
 use crate::util::bin::{crc, le_u32, le_u64};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -84,7 +85,7 @@ pub fn parse_name(name: &str) -> Option<u64> {
 pub struct SegmentInfo {
     pub no: u64,
     pub path: PathBuf,
-    pub table_max_seq: HashMap<u32, u64>,
+    pub table_max_seq: HashMap<TableId, SeqNo>,
 }
 
 impl SegmentInfo {
@@ -99,12 +100,12 @@ impl SegmentInfo {
 
     /// Note an entry for `table` up to `seq`.
     pub fn note(&mut self, table: u32, seq: u64) {
-        let e = self.table_max_seq.entry(table).or_insert(0);
-        *e = (*e).max(seq);
+        let e = self.table_max_seq.entry(TableId(table)).or_default();
+        *e = (*e).max(SeqNo(seq));
     }
 
     /// True when every edit in the segment is covered by a flush.
-    pub fn retirable(&self, flushed: &dyn Fn(u32) -> u64) -> bool {
+    pub fn retirable(&self, flushed: &dyn Fn(TableId) -> SeqNo) -> bool {
         self.table_max_seq.iter().all(|(t, s)| flushed(*t) >= *s)
     }
 }
