@@ -14,6 +14,9 @@ use telestore_engine::Store;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// How long a stop waits for queries to finish dropping what they hold.
+const QUERY_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A server running on its own runtime thread.
 pub struct Running {
     pub addr: SocketAddr,
@@ -35,6 +38,15 @@ impl Running {
         let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+            // A query answered just before the stop may still be dropping
+            // its plan (and the store it holds) on the query pool's
+            // threads: wait for it, so that the caller owns the store
+            // alone again once `stop` returns.
+            if let Some(q) = self.stats.queries.get() {
+                if !q.wait_idle(QUERY_DRAIN) {
+                    tracing::warn!("queries still running {QUERY_DRAIN:?} after the stop");
+                }
+            }
         }
     }
 }

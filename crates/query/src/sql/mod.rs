@@ -99,7 +99,7 @@ pub fn context(store: &Arc<Store>, pool: &QueryPool) -> Result<SessionContext> {
     let names = store.table_names();
     for name in &names {
         let schema = store.schema(name)?;
-        let t = SqlTable::new(store.clone(), schema, registry.clone());
+        let t = SqlTable::new(store.clone(), pool.work().clone(), schema, registry.clone());
         ctx.register_table(name.as_str(), Arc::new(t))
             .map_err(error_of)?;
     }

@@ -17,7 +17,7 @@ use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use telestore_engine::error::{Error, Result};
@@ -83,6 +83,37 @@ pub struct QueryPool {
     spill_dir: Option<PathBuf>,
     /// The pool's counters (admitted, refused, timed out, cancelled).
     pub stats: Arc<QueryStats>,
+    /// Blocking work of queries still running.
+    work: Arc<Work>,
+}
+
+/// Query work on the runtime's blocking threads (scans, streamed
+/// answers), counted until it and everything it captured (the store
+/// among them) is dropped, so that a stopping daemon can wait for it:
+/// the runtime's own count sees only its async tasks.
+#[derive(Debug, Default)]
+pub struct Work(AtomicUsize);
+
+/// One piece of [`Work`], counted while it lives.
+pub struct Busy(Arc<Work>);
+
+impl Work {
+    /// Count one piece of work until the [`Busy`] is dropped.
+    pub fn begin(self: &Arc<Self>) -> Busy {
+        self.0.fetch_add(1, Relaxed);
+        Busy(self.clone())
+    }
+
+    /// Pieces of work running now.
+    pub fn running(&self) -> usize {
+        self.0.load(Relaxed)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Relaxed);
+    }
 }
 
 /// Where spill files go under a data directory.
@@ -121,12 +152,43 @@ impl QueryPool {
             limits,
             spill_dir,
             stats: Arc::default(),
+            work: Arc::default(),
         }))
     }
 
     /// The runtime queries run on.
     pub fn handle(&self) -> &tokio::runtime::Handle {
         &self.handle
+    }
+
+    /// The pool's count of blocking work (for the scans it runs).
+    pub fn work(&self) -> &Arc<Work> {
+        &self.work
+    }
+
+    /// Run `f` on the pool's blocking threads, counted (see [`Work`]) until
+    /// it returns and what it captured is dropped.
+    pub fn spawn_blocking(&self, f: impl FnOnce() + Send + 'static) {
+        let busy = self.work.begin();
+        self.handle.spawn_blocking(move || {
+            f();
+            drop(busy);
+        });
+    }
+
+    /// Wait, at most `limit`, until no query runs: no async task on the
+    /// runtime and no blocking work. Whether it got there.
+    pub fn wait_idle(&self, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        loop {
+            if self.work.running() == 0 && self.handle.metrics().num_alive_tasks() == 0 {
+                return true;
+            }
+            if t0.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// The memory pool and spill directory all queries share.

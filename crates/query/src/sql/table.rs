@@ -102,6 +102,8 @@ impl Registry {
 /// One telestore table.
 pub struct SqlTable {
     store: Arc<Store>,
+    /// The query pool's count of blocking work (the scans).
+    work: Arc<super::pool::Work>,
     table: TableSchema,
     schema: SchemaRef,
     registry: Arc<Registry>,
@@ -110,8 +112,13 @@ pub struct SqlTable {
 }
 
 impl SqlTable {
-    /// The SQL table over `table` of `store`.
-    pub fn new(store: Arc<Store>, table: TableSchema, registry: Arc<Registry>) -> SqlTable {
+    /// The SQL table over `table` of `store`; its scans count as `work`.
+    pub fn new(
+        store: Arc<Store>,
+        work: Arc<super::pool::Work>,
+        table: TableSchema,
+        registry: Arc<Registry>,
+    ) -> SqlTable {
         let mut cols = vec![
             Field::new("device_id", DataType::UInt64, false),
             Field::new("device", device_type(), true),
@@ -129,6 +136,7 @@ impl SqlTable {
         }
         SqlTable {
             store,
+            work,
             table,
             schema: Arc::new(Schema::new(cols)),
             registry,
@@ -260,6 +268,7 @@ impl TableProvider for SqlTable {
         });
         Ok(Arc::new(ScanExec {
             store: self.store.clone(),
+            work: self.work.clone(),
             out,
             fields,
             devices,
@@ -286,6 +295,7 @@ impl fmt::Debug for ScanExec {
 /// The scan of one table: one partition per key span.
 pub struct ScanExec {
     store: Arc<Store>,
+    work: Arc<super::pool::Work>,
     /// What turns read batches into output batches (shared with the
     /// partitions' threads).
     out: Arc<Projector>,
@@ -440,7 +450,8 @@ impl ExecutionPlan for ScanExec {
         );
         plan.limit = self.limit.map(|l| l as u64);
         let (store, out, tx) = (self.store.clone(), self.out.clone(), builder.tx());
-        builder.spawn_blocking(move || {
+        let busy = self.work.begin();
+        let scan = move || {
             Prepared::new(&store, plan)
                 .run(&store, &mut |b| {
                     let b = out
@@ -452,6 +463,13 @@ impl ExecutionPlan for ScanExec {
                 })
                 .map(|_| ())
                 .map_err(|e| DataFusionError::External(Box::new(e)))
+        };
+        // `scan` and what it captured (the store) are dropped before
+        // `busy`: a stop that waits for the pool's work waits for them.
+        builder.spawn_blocking(move || {
+            let done = scan();
+            drop(busy);
+            done
         });
         Ok(builder.build())
     }

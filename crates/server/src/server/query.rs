@@ -334,7 +334,7 @@ pub(super) async fn stream_answer(
     if small {
         tokio::task::block_in_place(run);
     } else {
-        s.queries.handle().spawn_blocking(run);
+        s.queries.spawn_blocking(run);
     }
     let content_type = [(header::CONTENT_TYPE, format.content_type())];
     match start_rx.await {
