@@ -103,7 +103,10 @@ pub enum MqttAction {
     /// The message itself is wrong: dead-letter it and go on.
     Refuse,
     /// The store asks for a pause: wait this long and write it again.
-    Retry { after_ms: u64 },
+    Retry {
+        /// How long to wait.
+        after_ms: u64,
+    },
     /// The store cannot take writes: end the session unacknowledged (the
     /// broker redelivers) and reconnect later.
     Stop,

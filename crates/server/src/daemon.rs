@@ -19,11 +19,13 @@ const QUERY_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A server running on its own runtime thread.
 pub struct Running {
+    /// The binary protocol's address.
     pub addr: SocketAddr,
     /// The HTTP endpoints' address, when they listen.
     pub http_addr: Option<SocketAddr>,
     /// The Flight service's address, when it listens.
     pub flight_addr: Option<SocketAddr>,
+    /// The daemon's counters.
     pub stats: Arc<ServerStats>,
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,

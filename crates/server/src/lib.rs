@@ -6,6 +6,7 @@
 //! [`classes`] (each protocol's answer to each class of error); [`daemon`]
 //! starts them all.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod classes;
 pub mod daemon;

@@ -33,9 +33,11 @@ const BATCHES_AHEAD: usize = 4;
 /// The Flight service of one daemon.
 #[derive(Clone)]
 pub struct Service {
+    /// The store served.
     pub store: Arc<Store>,
     /// The daemon's counters (`/metrics`).
     pub stats: Arc<ServerStats>,
+    /// The tokens a call must present (none: open).
     pub tokens: Tokens,
     /// Where clients reach this daemon (`grpc+tcp://host:port`), named in
     /// every endpoint; `None`: endpoints name no location ("this service").

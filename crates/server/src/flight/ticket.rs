@@ -18,6 +18,7 @@ pub const FLIGHT_DOC_MAX: usize = 64 << 10;
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Request {
+    /// The table.
     pub table: String,
     /// Window start (inclusive): RFC 3339, epoch ms, `now`, `-1h`.
     pub from: Option<String>,
@@ -41,7 +42,9 @@ pub struct Request {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Ticket {
+    /// A scan of one table (formats/flight.md).
     Scan(ScanTicket),
+    /// A SQL query.
     Sql(SqlTicket),
 }
 
@@ -49,7 +52,9 @@ pub enum Ticket {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SqlTicket {
+    /// The document's version (1).
     pub v: u32,
+    /// The query.
     pub sql: String,
 }
 
@@ -59,15 +64,19 @@ pub struct SqlTicket {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ScanTicket {
+    /// The document's version (1).
     pub v: u32,
+    /// The table.
     pub table: String,
     /// `[from, to)` in epoch ms (`i64::MIN` / `i64::MAX`: unbounded).
     pub from: i64,
+    /// The end of the window, excluded, epoch ms.
     pub to: i64,
     /// Field names, in output order.
     pub fields: Vec<String>,
     /// The request's device filter, as given (resolved again on `DoGet`).
     pub devices: Option<String>,
+    /// `tag=value`: the devices carrying that tag.
     #[serde(rename = "where")]
     pub where_: Option<String>,
     /// The span's first key, 36 hex digits.
@@ -128,10 +137,12 @@ impl Request {
 }
 
 impl Ticket {
+    /// The ticket as it goes on the wire (JSON).
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a ticket serializes")
     }
 
+    /// A ticket from the wire; anything else is a clear error.
     pub fn parse(bytes: &[u8]) -> Result<Ticket> {
         if bytes.len() > FLIGHT_DOC_MAX {
             return Err(too_big("ticket", bytes.len()));

@@ -25,7 +25,9 @@ use telestore_engine::error::{Error, Result};
 /// What a token allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
+    /// Queries, exports, listings.
     Read,
+    /// Also writes, table creation and flushes.
     Write,
 }
 

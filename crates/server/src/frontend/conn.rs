@@ -148,6 +148,7 @@ pub struct Admitted {
 }
 
 impl Admitted {
+    /// The admitted connection.
     pub fn stream(&self) -> &TcpStream {
         &self.inner
     }

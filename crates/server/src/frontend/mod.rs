@@ -16,8 +16,11 @@ use telestore_engine::Store;
 /// What every listener of one daemon shares.
 #[derive(Clone)]
 pub struct Serving {
+    /// The store served.
     pub store: Arc<Store>,
+    /// The daemon's counters.
     pub stats: Arc<stats::ServerStats>,
+    /// The query pool every SQL and query request runs on.
     pub queries: Arc<telestore_query::sql::QueryPool>,
     /// The one cap on open connections over every listener.
     pub gate: Arc<conn::Gate>,

@@ -8,28 +8,38 @@ use std::sync::Arc;
 
 /// Counters for the metrics endpoint and tests.
 pub struct ServerStats {
+    /// Binary-protocol connections open now.
     pub connections_open: AtomicU64,
+    /// Binary-protocol connections since start.
     pub connections_total: AtomicU64,
+    /// Binary frames applied.
     pub frames: AtomicU64,
+    /// Rows those frames held.
     pub rows: AtomicU64,
+    /// Payload bytes read.
     pub bytes: AtomicU64,
     /// Rejected frames and handshakes by error code (index = code).
     pub rejected: [AtomicU64; 16],
     /// Line-protocol rows written, requests applied and rejected.
     pub http_rows: AtomicU64,
+    /// Line-protocol requests applied.
     pub http_requests: AtomicU64,
+    /// Line-protocol requests refused.
     pub http_rejected: AtomicU64,
     /// Binary frames, from the payload read to the ack written (seconds).
     pub frame_seconds: prometheus_client::metrics::histogram::Histogram,
     /// Flight calls, and those answered with an error status.
     pub flight_calls: AtomicU64,
+    /// Flight calls answered with an error status.
     pub flight_rejected: AtomicU64,
     /// Rows `DoGet` sent and `DoPut` wrote.
     pub flight_rows_sent: AtomicU64,
+    /// Rows `DoPut` wrote.
     pub flight_rows_written: AtomicU64,
     /// SQL queries answered (HTTP: to the end; Flight: the stream
     /// started), and those refused or failed.
     pub sql_queries: AtomicU64,
+    /// SQL queries refused or failed.
     pub sql_failed: AtomicU64,
     /// The MQTT subscriber's counters and state.
     pub mqtt: Arc<crate::mqtt::Stats>,

@@ -47,6 +47,7 @@ pub struct Tls {
     configs: RwLock<[Arc<ServerConfig>; 3]>,
     /// Reloads that took, and that failed (the old configuration stayed).
     pub reloads: AtomicU64,
+    /// Reloads (SIGHUP) that failed and kept the old certificate.
     pub failed_reloads: AtomicU64,
 }
 

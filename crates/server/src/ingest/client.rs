@@ -15,7 +15,9 @@ pub struct Client {
     wr: BufWriter<TcpStream>,
     /// The table's row width and fields, from the server.
     pub row_width: usize,
+    /// The table's fields, from the server.
     pub fields: Vec<(String, FieldType)>,
+    /// The largest frame payload the server takes.
     pub max_frame_bytes: usize,
 }
 
@@ -82,6 +84,7 @@ impl Client {
         self.wr.write_all(bytes).map_err(io)
     }
 
+    /// Send what is buffered.
     pub fn flush(&mut self) -> Result<()> {
         self.wr.flush().map_err(io)
     }

@@ -14,10 +14,15 @@ use std::fmt;
 /// A field value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val<'a> {
+    /// A float (`1.5`).
     F64(f64),
+    /// A signed integer (`5i`).
     I64(i64),
+    /// An unsigned integer (`5u`).
     U64(u64),
+    /// A boolean (`t`, `false`).
     Bool(bool),
+    /// A string (`"text"`).
     Str(Cow<'a, str>),
 }
 
@@ -38,9 +43,13 @@ impl fmt::Display for Val<'_> {
 /// capacity).
 #[derive(Debug, Default, PartialEq)]
 pub struct Line<'a> {
+    /// The measurement (a table).
     pub measurement: Cow<'a, str>,
+    /// The tags, in line order.
     pub tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The fields, in line order.
     pub fields: Vec<(Cow<'a, str>, Val<'a>)>,
+    /// The timestamp as written (in the request's precision), if any.
     pub timestamp: Option<i64>,
 }
 

@@ -18,12 +18,17 @@ use telestore_engine::{Durability, Store};
 /// Timestamp precision of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
+    /// Nanoseconds.
     Ns,
+    /// Microseconds.
     Us,
+    /// Milliseconds.
     Ms,
+    /// Seconds.
     S,
     /// Minutes and hours: InfluxDB 1.x's `m` and `h`.
     M,
+    /// Hours.
     H,
 }
 
@@ -76,7 +81,9 @@ impl Precision {
 /// A rejected request: the 1-based line and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineError {
+    /// The line, from 1.
     pub line: usize,
+    /// What is wrong with it.
     pub message: String,
 }
 
@@ -86,6 +93,7 @@ pub struct Prepared {
     /// row the index of its device in `devices`.
     tables: BTreeMap<String, (Vec<u8>, usize, Vec<usize>)>,
     devices: Vec<(String, Vec<(String, String)>)>,
+    /// Lines in the request.
     pub lines: usize,
 }
 

@@ -8,8 +8,11 @@ use telestore_engine::error::{Error, Result};
 use telestore_engine::schema::{FieldType, TableSchema};
 use telestore_engine::util::bin::{crc, le_u32, BinReader, BinWriter};
 
+/// The handshake's magic.
 pub const HANDSHAKE_MAGIC: [u8; 4] = *b"TSIH";
+/// A data frame's magic.
 pub const FRAME_MAGIC: [u8; 4] = *b"TSIF";
+/// A response's magic.
 pub const RESPONSE_MAGIC: [u8; 4] = *b"TSIR";
 /// The protocol version this side speaks (formats/ingest.md): 2 added the
 /// `invalid` error code.
@@ -21,7 +24,9 @@ pub const PROTOCOL_VERSION_MIN: u16 = 1;
 pub const HANDSHAKE_FIXED_LEN: usize = 8;
 /// Largest handshake body (table name + token + lengths).
 pub const HANDSHAKE_BODY_MAX: usize = 4096;
+/// Bytes of a data frame's header.
 pub const FRAME_HEADER_LEN: usize = 28;
+/// Bytes of a response's header.
 pub const RESPONSE_HEADER_LEN: usize = 16;
 /// Largest frame payload the server accepts (rows × row width).
 pub const FRAME_PAYLOAD_MAX: usize = 16 << 20;
@@ -34,9 +39,13 @@ pub use telestore_engine::schema::batch::{TS_MAX, TS_MIN};
 /// What a client sends first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Handshake {
+    /// The protocol version the client speaks.
     pub version: u16,
+    /// The durability of every frame of the connection.
     pub durability: Durability,
+    /// The table written.
     pub table: String,
+    /// The token (empty: none).
     pub token: String,
 }
 
@@ -141,9 +150,13 @@ impl Handshake {
 /// A data frame's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// Bytes of rows that follow.
     pub payload_len: u32,
+    /// Rows in them.
     pub rows: u32,
+    /// The client's id, echoed in the response.
     pub batch_id: u64,
+    /// CRC32C of the payload.
     pub payload_crc: u32,
 }
 
@@ -242,17 +255,29 @@ impl FrameHeader {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u16)]
 pub enum ErrorCode {
+    /// The handshake or frame magic is wrong (for a frame: framing lost).
     BadMagic = 1,
+    /// The handshake's version is not one this server speaks.
     UnsupportedVersion = 2,
+    /// The handshake body is malformed, too long, or did not come in time.
     BadHandshake = 3,
+    /// The handshake's table does not exist.
     UnknownTable = 4,
+    /// The token is wrong, missing or read-only.
     AuthFailed = 5,
+    /// A frame's payload is over the limit.
     FrameTooLarge = 6,
+    /// A CRC does not match.
     BadChecksum = 7,
+    /// `rows` is 0 or does not match the payload's length.
     RowCountMismatch = 8,
+    /// A row's timestamp is outside 1970..9999.
     TimestampOutOfRange = 9,
+    /// The store stalls writes: retry later.
     Busy = 10,
+    /// The store stopped its write path or is closing.
     Unavailable = 11,
+    /// Anything else.
     Internal = 12,
     /// The engine refused the frame's rows (version 2 on).
     Invalid = 13,
@@ -279,6 +304,7 @@ impl ErrorCode {
         ]
     };
 
+    /// The code of a number, if it is one.
     pub fn from_u16(c: u16) -> Option<Self> {
         Self::ALL.into_iter().find(|x| *x as u16 == c)
     }
@@ -307,13 +333,18 @@ impl ErrorCode {
 /// the batch it refers to (0 for none) and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WireError {
+    /// What went wrong.
     pub code: ErrorCode,
+    /// Whether the server closes the connection after it.
     pub fatal: bool,
+    /// The frame it is about (0: none).
     pub batch_id: u64,
+    /// The message (at most 1,000 chars on the wire).
     pub message: String,
 }
 
 impl WireError {
+    /// An error that closes the connection.
     pub fn fatal(code: ErrorCode, message: impl Into<String>) -> Self {
         WireError {
             code,
@@ -322,12 +353,14 @@ impl WireError {
             message: message.into(),
         }
     }
+    /// An error about one frame; the connection stays.
     pub fn frame(code: ErrorCode, message: impl Into<String>) -> Self {
         WireError {
             fatal: false,
             ..Self::fatal(code, message)
         }
     }
+    /// About frame `id`.
     pub fn batch(mut self, id: u64) -> Self {
         self.batch_id = id;
         self
@@ -339,18 +372,27 @@ impl WireError {
 pub enum Response {
     /// The handshake was accepted: the table's layout.
     Ready {
+        /// Bytes per row.
         row_width: u32,
+        /// A hash of the field layout the client checks.
         layout_id: u32,
+        /// The largest frame payload the server reads.
         max_frame_bytes: u32,
+        /// The table's fields.
         fields: Vec<(String, FieldType)>,
     },
     /// A frame was applied.
     Ack {
+        /// The frame acknowledged.
         batch_id: u64,
+        /// The durability it was applied with.
         durability: Durability,
+        /// The sequence number of its first row.
         first_seq: u64,
+        /// Rows applied.
         rows: u32,
     },
+    /// The frame or handshake was refused.
     Error(WireError),
 }
 

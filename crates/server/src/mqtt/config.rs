@@ -16,8 +16,10 @@ pub struct MqttConfig {
     /// under it.
     #[serde(default = "client_id_default")]
     pub client_id: String,
+    /// The broker user, if any.
     #[serde(default)]
     pub username: Option<String>,
+    /// Its password.
     #[serde(default)]
     pub password: Option<String>,
     /// With `mqtts://`: the CA certificates (PEM) the broker's certificate
@@ -162,6 +164,7 @@ impl MqttConfig {
 }
 
 impl Subscription {
+    /// A subscription to `topic` whose payloads are `format`.
     pub fn new(topic: &str, format: Format) -> Subscription {
         Subscription {
             topic: topic.into(),

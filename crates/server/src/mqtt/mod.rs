@@ -58,6 +58,7 @@ pub const DEAD_LETTER_PREFIX: usize = 1024;
 pub struct Health {
     /// The broker's URL.
     pub broker: String,
+    /// Whether a broker connection is up.
     pub connected: bool,
     /// Messages taken since start.
     pub messages: u64,
@@ -77,10 +78,13 @@ pub struct Health {
 pub struct Stats {
     /// The broker URL, set when a subscriber runs.
     pub broker: std::sync::OnceLock<String>,
+    /// Whether a broker connection is up.
     pub connected: AtomicBool,
     /// Messages taken, rows written from them, messages acknowledged.
     pub messages: AtomicU64,
+    /// Rows written from messages.
     pub rows: AtomicU64,
+    /// Messages acknowledged to the broker.
     pub acked: AtomicU64,
     /// Messages that came again (DUP flag set by the broker).
     pub redeliveries: AtomicU64,
@@ -89,10 +93,12 @@ pub struct Stats {
     /// Refused payloads by reason (index = [`payload::Bad`]), and those
     /// republished to the dead-letter topic.
     pub bad: [AtomicU64; payload::Bad::ALL.len()],
+    /// Refused messages republished to the dead-letter topic.
     pub dead_letters: AtomicU64,
     /// Messages taken and not yet durable, and when the oldest of them
     /// arrived (Unix ms, 0: none).
     pub pending: AtomicU64,
+    /// When the oldest of them arrived (Unix ms, 0: none).
     pub oldest_pending_ms: AtomicI64,
     /// Why the last connection attempt or the subscriber failed.
     pub last_error: Mutex<Option<String>>,

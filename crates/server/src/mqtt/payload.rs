@@ -28,15 +28,20 @@ pub enum Format {
 /// Why a payload was refused (a `/metrics` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bad {
+    /// The topic names no table or device.
     Topic,
+    /// No such table.
     Table,
+    /// The payload cannot be read (not UTF-8 or JSON, a bad row length, a bad line).
     Encoding,
+    /// Fields missing, unknown or of the wrong type.
     Fields,
     /// Over [`super::MESSAGE_MAX`].
     Size,
 }
 
 impl Bad {
+    /// Every reason, in label order.
     pub const ALL: [Bad; 5] = [
         Bad::Topic,
         Bad::Table,
@@ -44,6 +49,7 @@ impl Bad {
         Bad::Fields,
         Bad::Size,
     ];
+    /// The `/metrics` label.
     pub fn name(self) -> &'static str {
         match self {
             Bad::Topic => "topic",
@@ -61,8 +67,11 @@ pub enum Decoded {
     Lines(lineproto::Prepared),
     /// Rows of one table (device ids filled in).
     Rows {
+        /// The table.
         table: String,
+        /// Its rows.
         rows: Vec<u8>,
+        /// How many.
         n: usize,
     },
 }

@@ -15,6 +15,7 @@ pub use crate::frontend::auth::{authorization_token, Access, Tokens, TOKEN_LEN_M
 /// The HTTP side's settings.
 #[derive(Clone, Debug)]
 pub struct HttpAuth {
+    /// The tokens a request must present (none: open).
     pub tokens: Tokens,
     /// Serve `/metrics` without a token.
     pub metrics_public: bool,
@@ -105,6 +106,7 @@ pub struct AuthError {
     /// `unauthorized` (no or a wrong token) or `forbidden` (a read-only
     /// token on a write).
     pub code: &'static str,
+    /// What to do about it.
     pub message: &'static str,
 }
 

@@ -17,7 +17,9 @@ use utoipa::ToSchema;
 /// What the handlers share.
 #[derive(Clone)]
 pub struct HttpState {
+    /// The store served.
     pub store: Arc<Store>,
+    /// The daemon's counters.
     pub stats: Arc<ServerStats>,
     /// The line-protocol tag that names the device.
     pub device_tag: Arc<str>,
@@ -38,6 +40,7 @@ pub const HISTORY_SECS: usize = 300;
 /// The ingest rate, one `(time_ms, rows_per_second)` sample per second
 /// (`status::sample_ingest` fills it, `/api/v1/status` shows it).
 pub struct IngestHistory {
+    /// When the daemon started.
     pub started: Instant,
     samples: Mutex<VecDeque<(i64, f64)>>,
 }
@@ -52,6 +55,7 @@ impl Default for IngestHistory {
 }
 
 impl IngestHistory {
+    /// Add a sample, dropping the oldest past the history.
     pub fn push(&self, time_ms: i64, rows_per_second: f64) {
         let mut q = self.samples.lock_or_recover();
         if q.len() == HISTORY_SECS {

@@ -3,6 +3,10 @@
 //! [`STATUS_VERSION`]). Built from the store's counters, the region map
 //! with the hotspot detector's verdicts, and the ingest rate sampled every
 //! second by [`sample_ingest`].
+#![allow(
+    missing_docs,
+    reason = "the status document's fields are specified in formats/status.md and checked against formats/status.schema.json"
+)]
 
 use super::state::{ApiError, HttpState, IngestHistory};
 use crate::frontend::stats::ServerStats;
