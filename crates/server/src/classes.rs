@@ -149,10 +149,7 @@ mod tests {
 
     /// Every variant through every protocol.
     #[test]
-    #[expect(
-        clippy::too_many_lines,
-        reason = "the table of every error through every protocol is the test"
-    )]
+    #[rustfmt::skip]
     fn every_error_maps_once_per_protocol() {
         use tonic::Code as G;
         use ErrorCode as W;
@@ -160,171 +157,35 @@ mod tests {
         let s = |c: u16| StatusCode::from_u16(c).unwrap();
         let expected: Vec<Row> = vec![
             // ChecksumMismatch, Corrupt
-            (
-                500,
-                None,
-                G::DataLoss,
-                W::Internal,
-                false,
-                W::Internal,
-                M::Stop,
-            ),
-            (
-                500,
-                None,
-                G::DataLoss,
-                W::Internal,
-                false,
-                W::Internal,
-                M::Stop,
-            ),
+            (500, None,     G::DataLoss,           W::Internal,     false, W::Internal,         M::Stop),
+            (500, None,     G::DataLoss,           W::Internal,     false, W::Internal,         M::Stop),
             // UnsupportedVersion (of a client's document)
-            (
-                400,
-                None,
-                G::InvalidArgument,
-                W::Invalid,
-                false,
-                W::RowCountMismatch,
-                M::Refuse,
-            ),
+            (400, None,     G::InvalidArgument,    W::Invalid,      false, W::RowCountMismatch, M::Refuse),
             // Poisoned
-            (
-                503,
-                Some(30),
-                G::Unavailable,
-                W::Unavailable,
-                true,
-                W::Unavailable,
-                M::Stop,
-            ),
+            (503, Some(30), G::Unavailable,        W::Unavailable,  true,  W::Unavailable,      M::Stop),
             // Busy (1.5 s: Retry-After rounds up)
-            (
-                503,
-                Some(2),
-                G::Unavailable,
-                W::Busy,
-                false,
-                W::Busy,
-                M::Retry { after_ms: 1_500 },
-            ),
+            (503, Some(2),  G::Unavailable,        W::Busy,         false, W::Busy,             M::Retry { after_ms: 1_500 }),
             // InvalidInput
-            (
-                400,
-                None,
-                G::InvalidArgument,
-                W::Invalid,
-                false,
-                W::RowCountMismatch,
-                M::Refuse,
-            ),
+            (400, None,     G::InvalidArgument,    W::Invalid,      false, W::RowCountMismatch, M::Refuse),
             // UnknownTable
-            (
-                404,
-                None,
-                G::NotFound,
-                W::UnknownTable,
-                true,
-                W::UnknownTable,
-                M::Refuse,
-            ),
+            (404, None,     G::NotFound,           W::UnknownTable, true,  W::UnknownTable,     M::Refuse),
             // SchemaConflict
-            (
-                409,
-                None,
-                G::AlreadyExists,
-                W::Invalid,
-                false,
-                W::RowCountMismatch,
-                M::Refuse,
-            ),
+            (409, None,     G::AlreadyExists,      W::Invalid,      false, W::RowCountMismatch, M::Refuse),
             // Decode (of a client's document)
-            (
-                400,
-                None,
-                G::InvalidArgument,
-                W::Invalid,
-                false,
-                W::RowCountMismatch,
-                M::Refuse,
-            ),
+            (400, None,     G::InvalidArgument,    W::Invalid,      false, W::RowCountMismatch, M::Refuse),
             // BackendUnavailable, Locked
-            (
-                503,
-                Some(30),
-                G::Unavailable,
-                W::Unavailable,
-                true,
-                W::Unavailable,
-                M::Stop,
-            ),
-            (
-                503,
-                Some(30),
-                G::Unavailable,
-                W::Unavailable,
-                true,
-                W::Unavailable,
-                M::Stop,
-            ),
+            (503, Some(30), G::Unavailable,        W::Unavailable,  true,  W::Unavailable,      M::Stop),
+            (503, Some(30), G::Unavailable,        W::Unavailable,  true,  W::Unavailable,      M::Stop),
             // ReadOnly
-            (
-                503,
-                Some(30),
-                G::FailedPrecondition,
-                W::Unavailable,
-                true,
-                W::Unavailable,
-                M::Stop,
-            ),
+            (503, Some(30), G::FailedPrecondition, W::Unavailable,  true,  W::Unavailable,      M::Stop),
             // Closed
-            (
-                503,
-                Some(30),
-                G::Unavailable,
-                W::Unavailable,
-                true,
-                W::Unavailable,
-                M::Stop,
-            ),
+            (503, Some(30), G::Unavailable,        W::Unavailable,  true,  W::Unavailable,      M::Stop),
             // QueryLimit: timeout, cancelled, memory
-            (
-                504,
-                None,
-                G::DeadlineExceeded,
-                W::Internal,
-                false,
-                W::Internal,
-                M::Stop,
-            ),
-            (
-                499,
-                None,
-                G::Cancelled,
-                W::Internal,
-                false,
-                W::Internal,
-                M::Stop,
-            ),
-            (
-                422,
-                None,
-                G::ResourceExhausted,
-                W::Internal,
-                false,
-                W::Internal,
-                M::Stop,
-            ),
+            (504, None,     G::DeadlineExceeded,   W::Internal,     false, W::Internal,         M::Stop),
+            (499, None,     G::Cancelled,          W::Internal,     false, W::Internal,         M::Stop),
+            (422, None,     G::ResourceExhausted,  W::Internal,     false, W::Internal,         M::Stop),
             // Io
-            (
-                500,
-                None,
-                G::Internal,
-                W::Internal,
-                false,
-                W::Internal,
-                M::Stop,
-            ),
+            (500, None,     G::Internal,           W::Internal,     false, W::Internal,         M::Stop),
         ];
         let errors = Error::one_of_each();
         assert_eq!(errors.len(), expected.len(), "one row per error");

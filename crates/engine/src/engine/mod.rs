@@ -585,21 +585,24 @@ impl Store {
         rows: Vec<u8>,
         durability: Durability,
     ) -> Result<WriteAck> {
-        let width = self.shared.table(table)?.schema.row_width();
+        self.shared.check_writable("write")?;
+        let t = self.shared.table(table)?;
+        let width = t.schema.row_width();
         let per = (self.batch_bytes_max() / width).max(1) * width;
         if rows.len() <= per {
-            return self.write_vec(table, rows, durability);
+            return self.write_batch(t, rows, durability);
         }
-        let batch = Batch::new(&rows, width)?;
-        batch.check_timestamps()?;
+        Batch::new(&rows, width)?.check_timestamps()?;
         let mut first_seq = None;
         for (i, chunk) in rows.chunks(per).enumerate() {
-            let ack = self.write(table, chunk, durability).inspect_err(|e| {
-                if i > 0 {
-                    let written = i * per / width;
-                    tracing::warn!("{table}: {written} rows were written before: {e}");
-                }
-            })?;
+            let ack = self
+                .write_batch(t.clone(), chunk.to_vec(), durability)
+                .inspect_err(|e| {
+                    if i > 0 {
+                        let written = i * per / width;
+                        tracing::warn!("{table}: {written} rows were written before: {e}");
+                    }
+                })?;
             first_seq.get_or_insert(ack.first_seq);
         }
         Ok(WriteAck {
@@ -619,16 +622,27 @@ impl Store {
     ) -> Result<WriteAck> {
         self.shared.check_writable("write")?;
         let t = self.shared.table(table)?;
+        self.write_batch(t, rows, durability)
+    }
+
+    /// One batch into `t` (looked up, the store writable): every row
+    /// checked, then one WAL entry.
+    fn write_batch(
+        &self,
+        t: Arc<Table>,
+        rows: Vec<u8>,
+        durability: Durability,
+    ) -> Result<WriteAck> {
         let batch = Batch::new(&rows, t.schema.row_width())?;
         batch.check_timestamps()?;
         let n = batch.len() as u64;
-        if rows.len() > crate::wal::frame::FRAME_PAYLOAD_MAX {
+        if rows.len() > self.batch_bytes_max() {
             return Err(Error::invalid(
                 "batch",
                 format!(
                     "{} bytes exceeds the {} byte limit; split it",
                     rows.len(),
-                    crate::wal::frame::FRAME_PAYLOAD_MAX
+                    self.batch_bytes_max()
                 ),
             ));
         }
