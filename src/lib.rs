@@ -27,6 +27,6 @@ pub use telestore_engine::{
 };
 pub use telestore_query as query;
 pub use telestore_query::sql;
-pub use telestore_server::{classes, daemon, flight, frontend, ingest, mqtt, server};
+pub use telestore_server::{classes, daemon, flight, frontend, ingest, mqtt, server, settings};
 
 pub mod top;

@@ -1,6 +1,5 @@
 //! Command-line interface. `main` only calls [`run`].
 
-mod background;
 mod compact;
 mod crash;
 mod devices;
@@ -12,6 +11,7 @@ mod load_mqtt;
 mod query;
 mod regions;
 mod serve;
+mod settings;
 mod sql;
 mod table;
 mod top;
@@ -22,7 +22,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Default data directory, under the current folder.
-pub const DEFAULT_DIR: &str = "telestore-data";
+pub const DEFAULT_DIR: &str = telestore::settings::DEFAULT_DIR;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -434,3 +434,61 @@ fn listen_addr(child: &mut std::process::Child) -> (String, BufReader<std::proce
         }
     }
 }
+
+/// A setting that is wrong, wherever it comes from (flag, environment,
+/// `--set`, the file), stops `serve` before it opens anything: exit code
+/// 2 and a message naming the setting and its source.
+#[test]
+fn serve_refuses_a_bad_setting_naming_it_and_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_file = dir.path().join("bad.toml");
+    std::fs::write(&bad_file, "flush_threshold_mib = 8\nqueries_max = 0\n").unwrap();
+    type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a str)>, &'a [&'a str]);
+    let cases: [Case; 5] = [
+        (
+            &["--background-nice", "25"],
+            None,
+            &["background_nice", "0..=19"],
+        ),
+        (
+            &["--flush-threshold-mib", "lots"],
+            None,
+            &["--flush-threshold-mib", "lots"],
+        ),
+        (
+            &["--set", "flush_treshold_mib=1"],
+            None,
+            &["flush_treshold_mib", "no such setting"],
+        ),
+        (
+            &[],
+            Some(("TELESTORE_MEMSTORE_GLOBAL_MIB", "1x")),
+            &["$TELESTORE_MEMSTORE_GLOBAL_MIB"],
+        ),
+        (
+            &["--config", bad_file.to_str().unwrap()],
+            None,
+            &["queries_max", "1..=1024"],
+        ),
+    ];
+    for (args, env, says) in cases {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_telestore"));
+        cmd.arg("serve")
+            .args(args)
+            .arg("--dir")
+            .arg(dir.path().join("data"));
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for s in says {
+            assert!(err.contains(s), "{args:?}: {s:?} not in {err}");
+        }
+        assert!(
+            !dir.path().join("data").exists(),
+            "{args:?} opened the store"
+        );
+    }
+}

@@ -16,3 +16,4 @@ pub mod fuzzing;
 pub mod ingest;
 pub mod mqtt;
 pub mod server;
+pub mod settings;

@@ -16,18 +16,14 @@
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-// The background-work flags `serve` takes, shared with the CLI by path
-// (the lab has no configuration file to merge them with).
-#[path = "../../../src/cli/background.rs"]
-#[allow(
-    dead_code,
-    reason = "`or` merges flags over serve's file; the lab has none"
-)]
-mod background;
+// The background-work flags `serve` takes, generated from the same
+// settings declaration, shared with the CLI by path.
 mod bench;
 mod bench_query;
 mod compaction_sim;
 mod keydesign;
+#[path = "../../../src/cli/settings.rs"]
+mod settings;
 mod sustained;
 
 use clap::Parser;

@@ -13,7 +13,7 @@
 //! `--background-write-mib-s`, ...) and `--compaction-threads`,
 //! `--cache-flushed-blocks` switch each measure off in turn.
 
-use super::background::BackgroundArgs;
+use super::settings::SettingFlags;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::io::Write;
@@ -71,7 +71,7 @@ pub struct SustainedArgs {
     #[arg(long, value_parser = clap::value_parser!(i32).range(0..=19))]
     background_nice: Option<i32>,
     #[command(flatten)]
-    background: BackgroundArgs,
+    background: SettingFlags<true>,
     /// Reads sampled per interval (each: one `latest`, one 1-hour scan).
     #[arg(long, default_value_t = 200)]
     samples: usize,
@@ -136,7 +136,8 @@ fn options(a: &SustainedArgs) -> Result<Options> {
     if let Some(n) = a.latest_cache_devices {
         opts.latest_cache_devices = n;
     }
-    a.background.apply(&mut opts)?;
+    telestore::settings::DaemonConfig::load(None, &a.background.given)?
+        .apply_background(&mut opts)?;
     Ok(opts)
 }
 

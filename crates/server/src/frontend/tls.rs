@@ -18,8 +18,10 @@ use telestore_engine::error::{Error, Result};
 use telestore_engine::util::sync::RwLockExt;
 use tokio_rustls::TlsAcceptor;
 
-/// Where the certificate, its key and the client CA are.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the certificate, its key and the client CA are (the
+/// configuration file's `[tls]` table).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct TlsFiles {
     /// PEM: the server's certificate, then its chain.
     pub cert: PathBuf,

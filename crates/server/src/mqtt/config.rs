@@ -6,7 +6,7 @@ use serde::Deserialize;
 use telestore_engine::error::{Error, Result};
 
 /// `[mqtt]`: the broker and what to subscribe to.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct MqttConfig {
     /// `mqtt://host[:port]` (port 1883 by default).
@@ -38,7 +38,7 @@ pub struct MqttConfig {
 
 /// One subscription: a topic filter, the format of its payloads, and
 /// where the table and device of a message come from.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Subscription {
     /// Topic filter, wildcards allowed.

@@ -12,7 +12,7 @@ use telestore_engine::schema::{FieldType, TableSchema};
 use telestore_engine::Store;
 
 /// How a subscription's payloads are read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// InfluxDB line protocol (nanosecond timestamps unless `precision`).

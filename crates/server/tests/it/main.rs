@@ -15,3 +15,4 @@ mod fuzz_smoke;
 mod http_fidelity;
 mod openapi;
 mod query_isolation;
+mod settings;
