@@ -301,7 +301,7 @@ impl Options {
     /// Reject settings outside their limits.
     #[expect(
         clippy::too_many_lines,
-        reason = "one range check per option, in the order of the struct; goes away with the one configuration struct"
+        reason = "one range check per option, in the order of the struct (the engine API checks what an embedder passes)"
     )]
     pub fn validate(&self) -> Result<()> {
         if let Some(w) = &self.wal_dir {

@@ -1,12 +1,13 @@
 //! What every protocol frontend shares, and nothing protocol-specific:
 //! tokens ([`auth`]), the settings ([`config`]), the one cap on
-//! connections ([`conn`]), TLS ([`tls`]) and the counters ([`stats`]). A frontend (`server` for HTTP and the binary protocol,
+//! connections ([`conn`]), TLS ([`tls`]) the counters ([`stats`]) and how a metric is declared ([`metric`]). A frontend (`server` for HTTP and the binary protocol,
 //! `flight`, `mqtt`) imports this layer and never another frontend; the
 //! daemon ([`crate::daemon`]) is the one place that starts them all.
 
 pub mod auth;
 pub mod config;
 pub mod conn;
+pub mod metric;
 pub mod stats;
 pub mod tls;
 

@@ -22,8 +22,9 @@ mod tls;
 pub use config::{MqttConfig, Subscription};
 pub use session::run;
 
+use crate::frontend::metric::{label, Metric};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use telestore_engine::util::sync::LockExt;
 
@@ -143,4 +144,69 @@ impl Stats {
     fn set_error(&self, e: String) {
         *self.last_error.lock_or_recover() = Some(e);
     }
+
+    /// The subscriber's metrics, read from these counters at a scrape.
+    pub const METRICS: &'static [Metric<Scrape>] = &[
+        Metric::counter("mqtt_messages", "MQTT messages taken", |s: &Scrape| {
+            load(&s.0.messages)
+        }),
+        Metric::counter(
+            "mqtt_acked",
+            "MQTT messages acknowledged to the broker (after their rows were durable)",
+            |s: &Scrape| load(&s.0.acked),
+        ),
+        Metric::counter(
+            "mqtt_redeliveries",
+            "MQTT messages that came again (DUP flag)",
+            |s: &Scrape| load(&s.0.redeliveries),
+        ),
+        Metric::counter(
+            "mqtt_reconnects",
+            "MQTT connection losses (each followed by a retry)",
+            |s: &Scrape| load(&s.0.reconnects),
+        ),
+        Metric::counter(
+            "mqtt_dead_letters",
+            "Refused MQTT payloads republished to the dead-letter topic",
+            |s: &Scrape| load(&s.0.dead_letters),
+        ),
+        Metric::counter_each(
+            "mqtt_bad_payloads",
+            "MQTT payloads refused, by reason",
+            |s: &Scrape| {
+                payload::Bad::ALL
+                    .iter()
+                    .map(|&b| (label("reason", b.name()), load(&s.0.bad[b as usize])))
+                    .collect()
+            },
+        ),
+        Metric::gauge(
+            "mqtt_connected",
+            "1 while the MQTT subscriber is connected",
+            |s: &Scrape| {
+                f64::from(u8::from(
+                    s.0.connected.load(std::sync::atomic::Ordering::Relaxed),
+                ))
+            },
+        ),
+        Metric::gauge(
+            "mqtt_pending_messages",
+            "MQTT messages taken and not yet durable (so not yet acknowledged)",
+            |s: &Scrape| load(&s.0.pending),
+        ),
+        Metric::gauge(
+            "mqtt_lag",
+            "Age of the oldest MQTT message taken and not yet durable (0: none)",
+            |s: &Scrape| s.0.lag_seconds(s.1),
+        )
+        .in_unit("seconds"),
+    ];
+}
+
+/// What the MQTT metrics read at a scrape: the counters and the store's
+/// clock now (Unix ms), which `oldest_pending_ms` is measured by.
+pub struct Scrape(pub Arc<Stats>, pub i64);
+
+fn load(a: &AtomicU64) -> f64 {
+    a.load(std::sync::atomic::Ordering::Relaxed) as f64
 }

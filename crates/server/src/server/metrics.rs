@@ -2,21 +2,22 @@
 //! Prometheus text when a scraper asks for it).
 
 use super::state::{json_error, ApiError, HttpState};
+use crate::frontend::metric::{label, Collected, Labels, Metric};
 use crate::frontend::stats::ServerStats;
-use crate::ingest::proto::ErrorCode;
 use crate::mqtt::Health as MqttHealth;
+use crate::mqtt::{Scrape as MqttScrape, Stats as MqttStats};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use telestore_engine::engine::{RegionInfo, StoreStats};
 use telestore_engine::Store;
+use telestore_query::sql::QueryPool;
 use utoipa::ToSchema;
 
 /// `/health`'s answer when the store is healthy.
@@ -86,431 +87,282 @@ pub(super) async fn health(State(s): State<HttpState>, req: axum::extract::Reque
     }
 }
 
-type Labels = Vec<(String, String)>;
-
-fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
-    let c: Counter = Counter::default();
-    c.inc_by(v);
-    r.register(name, help, c);
+/// The `/metrics` registry, built once when the server starts from each
+/// counter's one declaration (`ServerStats`, `mqtt::Stats`, and the tables
+/// below for the engine's `StoreStats`, regions and the query pool); a
+/// scrape reads the values and encodes, nothing is registered again.
+pub struct Metrics {
+    registry: Registry,
 }
 
-fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
-    let g: Gauge<f64, AtomicU64> = Gauge::default();
-    g.set(v);
-    r.register(name, help, g);
+impl Metrics {
+    /// Register every metric of `store` and `stats`.
+    pub fn new(store: Arc<Store>, stats: Arc<ServerStats>) -> Metrics {
+        let mut r = Registry::with_prefix("telestore");
+        let s = stats.clone();
+        r.register_collector(Collected::new(
+            move || Some(s.clone()),
+            ServerStats::METRICS,
+        ));
+        let s = stats.clone();
+        r.register_collector(Collected::new(
+            move || Some(s.clone()),
+            ServerStats::DERIVED,
+        ));
+        let s = stats.clone();
+        r.register_collector(Collected::new(move || s.queries.get().cloned(), QUERY));
+        let (s, st) = (stats.clone(), store.clone());
+        r.register_collector(Collected::new(
+            move || Some(MqttScrape(s.mqtt.clone(), st.now_ms())),
+            MqttStats::METRICS,
+        ));
+        let st = store.clone();
+        r.register_collector(Collected::new(move || Some(st.stats()), STORE));
+        let st = store.clone();
+        r.register_collector(Collected::new(move || Some(regions(&st)), REGION));
+        r.register_with_unit(
+            "ingest_frame",
+            "Binary frames: payload read to ack written",
+            Unit::Seconds,
+            stats.frame_seconds.clone(),
+        );
+        let m = store.metrics();
+        for (name, help, h) in [
+            (
+                "wal_sync",
+                "WAL write + fdatasync latency",
+                m.wal_sync_seconds,
+            ),
+            (
+                "write",
+                "Put latency in the engine: commit queue, WAL write and sync, memstore insert",
+                m.write_seconds,
+            ),
+            ("flush", "Memstore flush duration", m.flush_seconds),
+            ("compaction", "Compaction duration", m.compaction_seconds),
+        ] {
+            r.register_with_unit(name, help, Unit::Seconds, h);
+        }
+        Metrics { registry: r }
+    }
+
+    /// The metrics text (OpenMetrics 1.0), values as of now.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
 }
 
-/// A gauge whose name ends in its unit (`# UNIT`).
-fn gauge_in(r: &mut Registry, (name, unit): (&str, Unit), help: &str, v: f64) {
-    let g: Gauge<f64, AtomicU64> = Gauge::default();
-    g.set(v);
-    r.register_with_unit(name, help, unit, g);
-}
-
-/// A gauge in bytes: `name` gets the `_bytes` suffix and a `# UNIT` line.
-fn gauge_bytes(r: &mut Registry, name: &str, help: &str, v: f64) {
-    gauge_in(r, (name, Unit::Bytes), help, v);
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
 }
 
 /// The query pool: what runs, what it holds, and how queries ended.
-fn query_metrics(r: &mut Registry, q: &telestore_query::sql::QueryPool) {
-    gauge(
-        r,
+static QUERY: &[Metric<QueryPool>] = &[
+    Metric::gauge(
         "queries_running",
         "Queries holding a slot of the query pool (queries, exports, SQL)",
-        q.running() as f64,
-    );
-    gauge_bytes(
-        r,
+        |q: &QueryPool| q.running() as f64,
+    ),
+    Metric::gauge(
         "query_memory",
         "Bytes the running queries hold in the memory pool they share",
-        q.memory_used_bytes() as f64,
-    );
-    gauge_bytes(
-        r,
+        |q: &QueryPool| q.memory_used_bytes() as f64,
+    )
+    .in_unit("bytes"),
+    Metric::gauge(
         "query_spill",
         "Bytes of query spill files on disk",
-        q.spill_used_bytes() as f64,
-    );
-    let ended = Family::<Labels, Counter>::default();
-    let st = &q.stats;
-    for (outcome, v) in [
-        ("started", &st.started),
-        ("busy", &st.refused_busy),
-        ("timeout", &st.timed_out),
-        ("cancelled", &st.cancelled),
-    ] {
-        ended
-            .get_or_create(&vec![("outcome".into(), outcome.into())])
-            .inc_by(v.load(Relaxed));
-    }
-    r.register(
+        |q: &QueryPool| q.spill_used_bytes() as f64,
+    )
+    .in_unit("bytes"),
+    Metric::counter_each(
         "queries",
         "Queries by outcome: started (admitted), busy (refused after the queue wait), \
          timeout, cancelled (the client went away)",
-        ended,
-    );
-}
+        |q: &QueryPool| {
+            let st = &q.stats;
+            [
+                ("started", &st.started),
+                ("busy", &st.refused_busy),
+                ("timeout", &st.timed_out),
+                ("cancelled", &st.cancelled),
+            ]
+            .into_iter()
+            .map(|(o, v)| (label("outcome", o), v.load(Relaxed) as f64))
+            .collect()
+        },
+    ),
+];
 
-/// Per-region gauges and counters, labelled by table and region.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one registration per region metric; goes away when each counter is registered once next to its code"
-)]
-fn region_metrics(r: &mut Registry, store: &Store) {
-    let gauges: [(&str, &str, Option<Unit>); 8] = [
-        (
-            "region_write_rows_per_second",
-            "Rows written per second over the hotspot window",
-            None,
-        ),
-        (
-            "region_read_rows_per_second",
-            "Rows read per second over the hotspot window",
-            None,
-        ),
-        (
-            "region_hot",
-            "1 while the hotspot detector flags the region",
-            None,
-        ),
-        ("region_hfiles", "HFiles of the region", None),
-        (
-            "region_sorted_runs",
-            "Sorted runs among the region's HFiles (what the file limits count)",
-            None,
-        ),
-        (
-            "region",
-            "Stored bytes of the region's data",
-            Some(Unit::Bytes),
-        ),
-        (
-            "region_compaction_debt",
-            "Bytes the minor compactions the planner would run next would read (0: none pending)",
-            Some(Unit::Bytes),
-        ),
-        (
-            "region_write_amplification",
-            "(flushed + compacted bytes) / flushed bytes",
-            Some(Unit::Ratios),
-        ),
-    ];
-    let counters: [(&str, &str); 2] = [
-        ("region_flushes", "Flushes of the region since open"),
-        ("region_compactions", "Compactions of the region since open"),
-    ];
-    let gfams: Vec<Family<Labels, Gauge<f64, AtomicU64>>> =
-        gauges.iter().map(|_| Family::default()).collect();
-    let cfams: Vec<Family<Labels, Counter>> = counters.iter().map(|_| Family::default()).collect();
-    for t in store.table_names() {
-        for ri in store.regions(&t).unwrap_or_default() {
-            let l: Labels = vec![
-                ("table".into(), t.clone()),
-                ("region".into(), ri.id.to_string()),
-            ];
-            let vals = [
-                ri.write_rate,
-                ri.read_rate,
-                f64::from(u8::from(ri.hot)),
-                ri.files as f64,
-                ri.runs as f64,
-                ri.size_bytes as f64,
-                ri.compaction_debt_bytes as f64,
-                ri.write_amplification,
-            ];
-            for (f, v) in gfams.iter().zip(vals) {
-                f.get_or_create(&l).set(v);
-            }
-            for (f, v) in cfams.iter().zip([ri.flushes, ri.compactions]) {
-                f.get_or_create(&l).inc_by(v);
-            }
-        }
-    }
-    for ((name, help, unit), f) in gauges.into_iter().zip(gfams) {
-        match unit {
-            Some(u) => r.register_with_unit(name, help, u, f),
-            None => r.register(name, help, f),
-        }
-    }
-    for ((name, help), f) in counters.into_iter().zip(cfams) {
-        r.register(name, help, f);
-    }
-}
-
-/// Rows written, over all protocols and per protocol (a label).
-fn ingest_rows(r: &mut Registry, stats: &ServerStats) {
-    let per = [
-        ("binary", stats.rows.load(Relaxed)),
-        ("line_protocol", stats.http_rows.load(Relaxed)),
-        ("flight", stats.flight_rows_written.load(Relaxed)),
-        ("mqtt", stats.mqtt.rows.load(Relaxed)),
-    ];
-    counter(
-        r,
-        "ingest_rows",
-        "Rows written, over every protocol",
-        per.iter().map(|p| p.1).sum(),
-    );
-    let fam = Family::<Labels, Counter>::default();
-    for (protocol, n) in per {
-        fam.get_or_create(&vec![("protocol".into(), protocol.into())])
-            .inc_by(n);
-    }
-    r.register(
-        "ingest_protocol_rows",
-        "Rows written, by protocol (binary, line_protocol, flight, mqtt)",
-        fam,
-    );
-}
-
-/// The metrics text (OpenMetrics 1.0): built from the store's and the
-/// server's counters at each scrape.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one registration per daemon metric; goes away when each counter is registered once next to its code"
-)]
-pub fn render_metrics(store: &Store, stats: &ServerStats) -> String {
-    let mut r = Registry::with_prefix("telestore");
-    let st = store.stats();
-    ingest_rows(&mut r, stats);
-    let c: Counter = Counter::default();
-    c.inc_by(stats.bytes.load(Relaxed));
-    r.register_with_unit(
-        "ingest",
-        "Payload bytes accepted through the binary protocol",
-        Unit::Bytes,
-        c,
-    );
-    counter(
-        &mut r,
-        "ingest_batches",
-        "Frames acknowledged",
-        stats.frames.load(Relaxed),
-    );
-    r.register_with_unit(
-        "ingest_frame",
-        "Binary frames: payload read to ack written",
-        Unit::Seconds,
-        stats.frame_seconds.clone(),
-    );
-    let http = [
-        (
-            "http_write_requests",
-            "Line-protocol requests applied",
-            &stats.http_requests,
-        ),
-        (
-            "http_write_rejected",
-            "Line-protocol requests rejected",
-            &stats.http_rejected,
-        ),
-        ("flight_calls", "Arrow Flight calls", &stats.flight_calls),
-        (
-            "flight_rejected",
-            "Arrow Flight calls answered with an error status",
-            &stats.flight_rejected,
-        ),
-        (
-            "flight_rows_sent",
-            "Rows sent by Flight DoGet",
-            &stats.flight_rows_sent,
-        ),
-        (
-            "sql_queries",
-            "SQL queries answered (HTTP: to the end; Flight: the stream started)",
-            &stats.sql_queries,
-        ),
-        (
-            "sql_failed",
-            "SQL queries refused or failed",
-            &stats.sql_failed,
-        ),
-        ("mqtt_messages", "MQTT messages taken", &stats.mqtt.messages),
-        (
-            "mqtt_acked",
-            "MQTT messages acknowledged to the broker (after their rows were durable)",
-            &stats.mqtt.acked,
-        ),
-        (
-            "mqtt_redeliveries",
-            "MQTT messages that came again (DUP flag)",
-            &stats.mqtt.redeliveries,
-        ),
-        (
-            "mqtt_reconnects",
-            "MQTT connection losses (each followed by a retry)",
-            &stats.mqtt.reconnects,
-        ),
-        (
-            "mqtt_dead_letters",
-            "Refused MQTT payloads republished to the dead-letter topic",
-            &stats.mqtt.dead_letters,
-        ),
-    ];
-    for (name, help, v) in http {
-        counter(&mut r, name, help, v.load(Relaxed));
-    }
-    gauge(
-        &mut r,
-        "connections_open",
-        "Open ingest connections",
-        stats.connections_open.load(Relaxed) as f64,
-    );
-    counter(
-        &mut r,
-        "connections",
-        "Ingest connections accepted",
-        stats.connections_total.load(Relaxed),
-    );
-    mqtt_metrics(&mut r, store, &stats.mqtt);
-    if let Some(q) = stats.queries.get() {
-        query_metrics(&mut r, q);
-    }
-    let rejected = Family::<Labels, Counter>::default();
-    for code in ErrorCode::ALL {
-        rejected
-            .get_or_create(&vec![("reason".into(), code.name().into())])
-            .inc_by(stats.rejected_of(code));
-    }
-    r.register(
-        "rejected_frames",
-        "Rejected handshakes and frames by reason",
-        rejected,
-    );
-    gauge_bytes(
-        &mut r,
-        "memstore",
-        "Bytes in memstores",
-        st.memstore_bytes as f64,
-    );
-    gauge(&mut r, "hfiles", "Live HFiles", st.hfiles as f64);
-    gauge_bytes(
-        &mut r,
-        "hfile",
-        "Bytes in live HFiles",
-        st.hfile_bytes as f64,
-    );
-    gauge(
-        &mut r,
-        "wal_segments",
-        "Live WAL segments",
-        st.wal_segments as f64,
-    );
-    counter(
-        &mut r,
+/// The engine's counters and gauges (`Store::stats`, read per scrape).
+static STORE: &[Metric<StoreStats>] = &[
+    Metric::gauge("memstore", "Bytes in memstores", |s: &StoreStats| {
+        s.memstore_bytes as f64
+    })
+    .in_unit("bytes"),
+    Metric::gauge("hfiles", "Live HFiles", |s: &StoreStats| s.hfiles as f64),
+    Metric::gauge("hfile", "Bytes in live HFiles", |s: &StoreStats| {
+        s.hfile_bytes as f64
+    })
+    .in_unit("bytes"),
+    Metric::gauge("wal_segments", "Live WAL segments", |s: &StoreStats| {
+        s.wal_segments as f64
+    }),
+    Metric::counter(
         "write_stalls",
         "Writes that waited in a write stall",
-        st.stalled_writes,
-    );
-    counter(
-        &mut r,
+        |s: &StoreStats| s.stalled_writes as f64,
+    ),
+    Metric::counter(
         "write_busy",
         "Writes refused with Busy",
-        st.busy_writes,
-    );
-    counter(
-        &mut r,
+        |s: &StoreStats| s.busy_writes as f64,
+    ),
+    Metric::counter(
         "write_slowdowns",
         "Write batches delayed for compaction debt",
-        st.slowed_writes,
-    );
-    gauge_bytes(
-        &mut r,
+        |s: &StoreStats| s.slowed_writes as f64,
+    ),
+    Metric::gauge(
         "compaction_debt",
         "Bytes the pending minor compactions of all regions would read",
-        st.compaction_debt_bytes as f64,
-    );
-    gauge_in(
-        &mut r,
-        (
-            "background_write_rate",
-            Unit::Other("bytes_per_second".into()),
-        ),
+        |s: &StoreStats| s.compaction_debt_bytes as f64,
+    )
+    .in_unit("bytes"),
+    Metric::gauge(
+        "background_write_rate",
         "Rate of the background write limiter now (0: no limiter)",
-        st.background_write_rate_bytes_per_sec as f64,
-    );
-    let c: Counter = Counter::default();
-    c.inc_by(st.background_write_wait_ms);
-    r.register_with_unit(
+        |s: &StoreStats| s.background_write_rate_bytes_per_sec as f64,
+    )
+    .in_unit("bytes_per_second"),
+    Metric::counter(
         "background_write_wait",
         "Time compactions waited for the background write limiter",
-        Unit::Other("milliseconds".into()),
-        c,
-    );
-    counter(
-        &mut r,
+        |s: &StoreStats| s.background_write_wait_ms as f64,
+    )
+    .in_unit("milliseconds"),
+    Metric::counter(
         "hfiles_read_ahead",
         "New HFiles handed to the kernel's read-ahead after publication",
-        st.files_read_ahead,
-    );
-    counter(
-        &mut r,
-        "block_cache_hits",
-        "Block cache hits",
-        st.cache.hits,
-    );
-    counter(
-        &mut r,
+        |s: &StoreStats| s.files_read_ahead as f64,
+    ),
+    Metric::counter("block_cache_hits", "Block cache hits", |s: &StoreStats| {
+        s.cache.hits as f64
+    }),
+    Metric::counter(
         "block_cache_misses",
         "Block cache misses",
-        st.cache.misses,
-    );
-    let lookups = st.cache.hits + st.cache.misses;
-    let ratio = if lookups > 0 {
-        st.cache.hits as f64 / lookups as f64
-    } else {
-        0.0
-    };
-    gauge(
-        &mut r,
+        |s: &StoreStats| s.cache.misses as f64,
+    ),
+    Metric::gauge(
         "block_cache_hit_ratio",
         "Block cache hits / lookups since open",
-        ratio,
-    );
-    counter(
-        &mut r,
+        |s: &StoreStats| {
+            let lookups = s.cache.hits + s.cache.misses;
+            if lookups > 0 {
+                s.cache.hits as f64 / lookups as f64
+            } else {
+                0.0
+            }
+        },
+    ),
+    Metric::counter(
         "latest_cache_hits",
         "latest reads answered from the latest-row cache",
-        st.latest_cache.hits,
-    );
-    counter(
-        &mut r,
+        |s: &StoreStats| s.latest_cache.hits as f64,
+    ),
+    Metric::counter(
         "latest_cache_misses",
         "latest reads of one row that went to the memstores and HFiles",
-        st.latest_cache.misses,
-    );
-    gauge(
-        &mut r,
+        |s: &StoreStats| s.latest_cache.misses as f64,
+    ),
+    Metric::gauge(
         "latest_cache_devices",
         "Devices in the latest-row caches (and fills under way)",
-        st.latest_cache.entries as f64,
-    );
-    let m = store.metrics();
-    let seconds = [
-        (
-            "wal_sync",
-            "WAL write + fdatasync latency",
-            m.wal_sync_seconds,
-        ),
-        (
-            "write",
-            "Put latency in the engine: commit queue, WAL write and sync, memstore insert",
-            m.write_seconds,
-        ),
-        ("flush", "Memstore flush duration", m.flush_seconds),
-        ("compaction", "Compaction duration", m.compaction_seconds),
-    ];
-    for (name, help, h) in seconds {
-        r.register_with_unit(name, help, Unit::Seconds, h);
-    }
-    region_metrics(&mut r, store);
-    let mut out = String::new();
-    if encode(&mut out, &r).is_err() {
-        out.clear();
+        |s: &StoreStats| s.latest_cache.entries as f64,
+    ),
+];
+
+/// Every region of every table, labelled by table and region.
+type Regions = Vec<(Labels, RegionInfo)>;
+
+fn regions(store: &Store) -> Regions {
+    let mut out = Vec::new();
+    for t in store.table_names() {
+        for ri in store.regions(&t).unwrap_or_default() {
+            let mut l = label("table", t.clone());
+            l.push(("region".into(), ri.id.to_string()));
+            out.push((l, ri));
+        }
     }
     out
 }
+
+/// One series per region.
+fn per_region(rs: &Regions, f: fn(&RegionInfo) -> f64) -> Vec<(Labels, f64)> {
+    rs.iter().map(|(l, r)| (l.clone(), f(r))).collect()
+}
+
+/// Per-region gauges and counters.
+static REGION: &[Metric<Regions>] = &[
+    Metric::gauge_each(
+        "region_write_rows_per_second",
+        "Rows written per second over the hotspot window",
+        |rs: &Regions| per_region(rs, |r| r.write_rate),
+    ),
+    Metric::gauge_each(
+        "region_read_rows_per_second",
+        "Rows read per second over the hotspot window",
+        |rs: &Regions| per_region(rs, |r| r.read_rate),
+    ),
+    Metric::gauge_each(
+        "region_hot",
+        "1 while the hotspot detector flags the region",
+        |rs: &Regions| per_region(rs, |r| f64::from(u8::from(r.hot))),
+    ),
+    Metric::gauge_each("region_hfiles", "HFiles of the region", |rs: &Regions| {
+        per_region(rs, |r| r.files as f64)
+    }),
+    Metric::gauge_each(
+        "region_sorted_runs",
+        "Sorted runs among the region's HFiles (what the file limits count)",
+        |rs: &Regions| per_region(rs, |r| r.runs as f64),
+    ),
+    Metric::gauge_each(
+        "region",
+        "Stored bytes of the region's data",
+        |rs: &Regions| per_region(rs, |r| r.size_bytes as f64),
+    )
+    .in_unit("bytes"),
+    Metric::gauge_each(
+        "region_compaction_debt",
+        "Bytes the minor compactions the planner would run next would read (0: none pending)",
+        |rs: &Regions| per_region(rs, |r| r.compaction_debt_bytes as f64),
+    )
+    .in_unit("bytes"),
+    Metric::gauge_each(
+        "region_write_amplification",
+        "(flushed + compacted bytes) / flushed bytes",
+        |rs: &Regions| per_region(rs, |r| r.write_amplification),
+    )
+    .in_unit("ratios"),
+    Metric::counter_each(
+        "region_flushes",
+        "Flushes of the region since open",
+        |rs: &Regions| per_region(rs, |r| r.flushes as f64),
+    ),
+    Metric::counter_each(
+        "region_compactions",
+        "Compactions of the region since open",
+        |rs: &Regions| per_region(rs, |r| r.compactions as f64),
+    ),
+];
 
 /// Metrics for Prometheus
 ///
@@ -532,7 +384,7 @@ pub(super) async fn metrics(State(s): State<HttpState>, headers: HeaderMap) -> R
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let classic = accept.contains("text/plain") && !accept.contains("application/openmetrics-text");
-    let text = tokio::task::spawn_blocking(move || render_metrics(&s.store, &s.stats))
+    let text = tokio::task::spawn_blocking(move || s.metrics.render())
         .await
         .unwrap_or_default();
     if classic {
@@ -575,32 +427,4 @@ pub fn classic_text(open_metrics: &str) -> String {
         out.push('\n');
     }
     out
-}
-
-/// The MQTT subscriber's refused payloads by reason and its state.
-fn mqtt_metrics(r: &mut Registry, store: &Store, m: &crate::mqtt::Stats) {
-    let bad = Family::<Labels, Counter>::default();
-    for why in crate::mqtt::payload::Bad::ALL {
-        bad.get_or_create(&vec![("reason".into(), why.name().into())])
-            .inc_by(m.bad[why as usize].load(Relaxed));
-    }
-    r.register("mqtt_bad_payloads", "MQTT payloads refused, by reason", bad);
-    gauge(
-        r,
-        "mqtt_connected",
-        "1 while the MQTT subscriber is connected",
-        f64::from(u8::from(m.connected.load(Relaxed))),
-    );
-    gauge(
-        r,
-        "mqtt_pending_messages",
-        "MQTT messages taken and not yet durable (so not yet acknowledged)",
-        m.pending.load(Relaxed) as f64,
-    );
-    gauge_in(
-        r,
-        ("mqtt_lag", Unit::Seconds),
-        "Age of the oldest MQTT message taken and not yet durable (0: none)",
-        m.lag_seconds(store.now_ms()),
-    );
 }

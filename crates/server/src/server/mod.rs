@@ -23,7 +23,7 @@ mod tables;
 mod tcp;
 mod write;
 
-pub use metrics::{classic_text, render_metrics};
+pub use metrics::{classic_text, Metrics};
 pub use openapi::{document as openapi_document, document_json as openapi_json};
 pub use state::{HttpState, IngestHistory, WRITE_BODY_MAX};
 pub use tcp::serve;
@@ -53,6 +53,7 @@ pub fn spawn_http(
         }),
         history: history.clone(),
         queries: serving.queries.clone(),
+        metrics: Arc::new(Metrics::new(serving.store.clone(), serving.stats.clone())),
     };
     let app = router::router(state);
     rt.spawn(status::sample_ingest(

@@ -29,6 +29,8 @@ pub struct HttpState {
     pub history: Arc<IngestHistory>,
     /// Where queries, exports and SQL run, under their limits.
     pub queries: Arc<telestore_query::sql::QueryPool>,
+    /// The `/metrics` registry, built once.
+    pub metrics: Arc<super::Metrics>,
 }
 
 /// Largest line-protocol request body, after gzip decoding.

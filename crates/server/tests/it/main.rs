@@ -13,6 +13,7 @@ mod flight;
 mod format_flight;
 mod fuzz_smoke;
 mod http_fidelity;
+mod metrics_doc;
 mod openapi;
 mod query_isolation;
 mod settings;
