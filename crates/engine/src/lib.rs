@@ -59,6 +59,7 @@ pub mod cell;
 pub mod compaction;
 #[doc(hidden)]
 pub mod failpoint;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]

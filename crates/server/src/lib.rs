@@ -12,6 +12,8 @@ pub mod classes;
 pub mod daemon;
 pub mod flight;
 pub mod frontend;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod fuzzing;
 pub mod ingest;
 pub mod mqtt;

@@ -592,29 +592,3 @@ fn read_exact(f: &std::fs::File, path: &Path, off: u64, len: usize) -> Result<Ve
     })?;
     Ok(b)
 }
-
-/// Fuzz entry point: parse a whole HFile image and decode every block.
-pub fn fuzz_decode_file(data: &[u8], fields_width: usize) -> Result<u64> {
-    if data.len() < TRAILER_LEN {
-        return Err(Error::decode("hfile", "short"));
-    }
-    let toff = data.len() - TRAILER_LEN;
-    let t = Trailer::decode(&data[toff..], data.len() as u64)?;
-    let p = parse_sections(&t, |s| {
-        data.get(s.offset as usize..(s.offset + u64::from(s.len)) as usize)
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| Error::decode("hfile", "section outside"))
-    })?;
-    if p.info.fields_width as usize != fields_width {
-        return Err(Error::decode("hfile", "fields width differs"));
-    }
-    let width = cell::cell_width(fields_width);
-    let mut cells = 0;
-    for e in &p.index {
-        let b = data
-            .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
-            .ok_or_else(|| Error::decode("hfile", "block outside"))?;
-        cells += (check_block(e, b, width)?.len() / width) as u64;
-    }
-    Ok(cells)
-}

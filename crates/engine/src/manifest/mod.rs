@@ -161,7 +161,7 @@ impl State {
         clippy::too_many_lines,
         reason = "one match arm per manifest record kind, each a few lines (formats/manifest.md lists them in this order)"
     )]
-    fn apply(&mut self, r: &Record) -> std::result::Result<(), String> {
+    pub(crate) fn apply(&mut self, r: &Record) -> std::result::Result<(), String> {
         match r {
             Record::CreateTable {
                 table_id,
@@ -369,28 +369,6 @@ impl State {
         }
         out
     }
-}
-
-/// Fuzz entry point: decode a manifest image and apply every record to a
-/// state, as `Manifest::open` does. Returns the number of records applied.
-pub fn fuzz_apply_manifest(data: &[u8]) -> Result<usize> {
-    let version = record::decode_header(data)?;
-    let mut state = State::default();
-    let mut pos = MANIFEST_HEADER_LEN;
-    let mut n = 0;
-    while pos < data.len() {
-        match decode_framed_v(&data[pos..], version) {
-            Framed::Record(r, used) => {
-                state
-                    .apply(&r)
-                    .map_err(|m| Error::decode("manifest edit", m))?;
-                pos += used;
-                n += 1;
-            }
-            _ => break,
-        }
-    }
-    Ok(n)
 }
 
 /// The open manifest log.

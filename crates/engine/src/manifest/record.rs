@@ -406,21 +406,3 @@ pub fn decode_framed_v(b: &[u8], version: u32) -> Framed {
         Err(e) => Framed::Invalid(e.to_string()),
     }
 }
-
-/// Fuzz entry point: decode a manifest image (header + records).
-pub fn fuzz_decode_manifest(data: &[u8]) -> Result<usize> {
-    let version = decode_header(data)?;
-    let mut pos = MANIFEST_HEADER_LEN;
-    let mut n = 0;
-    while pos < data.len() {
-        match decode_framed_v(&data[pos..], version) {
-            Framed::Record(_, used) => {
-                pos += used;
-                n += 1;
-            }
-            Framed::Incomplete => break,
-            other => return Err(Error::decode("manifest record", format!("{other:?}"))),
-        }
-    }
-    Ok(n)
-}

@@ -16,7 +16,6 @@
 //! mistaken for a torn tail: a length is only trusted once its header
 //! checksum holds.
 
-use crate::error::{Error, Result};
 use crate::util::bin::{crc, le_u32, le_u64};
 
 /// Frame header length.
@@ -179,23 +178,6 @@ fn check_shape(e: &Entry<'_>) -> std::result::Result<(), String> {
         return Err(format!("sequence number {} out of range", e.first_seq));
     }
     Ok(())
-}
-
-/// Fuzz entry point: decode a sequence of frames; must never panic.
-pub fn fuzz_decode_frames(data: &[u8]) -> Result<usize> {
-    let mut pos = 0;
-    let mut n = 0;
-    while pos < data.len() {
-        match decode(&data[pos..]) {
-            Decoded::Entry(_, used) => {
-                pos += used;
-                n += 1;
-            }
-            Decoded::Incomplete => break,
-            other => return Err(Error::decode("wal frame", format!("{other:?}"))),
-        }
-    }
-    Ok(n)
 }
 
 #[cfg(test)]

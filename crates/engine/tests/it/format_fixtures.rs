@@ -18,11 +18,11 @@ use std::sync::Arc;
 use telestore_engine::cache::BlockCache;
 use telestore_engine::cell::{self, CellKind, RangeTombstone};
 use telestore_engine::error::Error;
-use telestore_engine::hfile::reader::fuzz_decode_file;
+use telestore_engine::fuzzing::{fuzz_decode_file, fuzz_decode_manifest};
 use telestore_engine::hfile::{HFileReader, HFileWriter, WriterOptions};
 use telestore_engine::io::{IoChoice, StdBackend};
 use telestore_engine::key::{self, DeviceId};
-use telestore_engine::manifest::record::{decode_framed, fuzz_decode_manifest, Framed};
+use telestore_engine::manifest::record::{decode_framed, Framed};
 use telestore_engine::manifest::{DeviceEntry, FileMeta, Manifest, Record, RegionDef};
 use telestore_engine::region::{pre_split_starts, route};
 use telestore_engine::schema::batch::push_row;
@@ -592,7 +592,10 @@ fn wal_segment_is_accepted_by_the_crate() {
     assert_eq!(segment::decode_header(&b, &wal_path()).unwrap(), 1);
     assert_eq!(segment::parse_name(SEGMENT_NAME), Some(1));
     assert_eq!(frame::FRAME_HEADER_LEN, FRAME_HEADER);
-    assert_eq!(frame::fuzz_decode_frames(&b[20..]).unwrap(), 3);
+    assert_eq!(
+        telestore_engine::fuzzing::fuzz_decode_frames(&b[20..]).unwrap(),
+        3
+    );
     for (pos, kind, table, first_seq, count, payload) in hand_frames(&b) {
         match frame::decode(&b[pos..]) {
             Decoded::Entry(e, used) => {

@@ -67,7 +67,7 @@ impl<'a> Line<'a> {
         self.parse_with_crate(text)
     }
 
-    fn parse_with_crate(&mut self, text: &'a str) -> Result<(), String> {
+    pub(crate) fn parse_with_crate(&mut self, text: &'a str) -> Result<(), String> {
         let parsed = match parse_lines(text).next() {
             Some(Ok(l)) => l,
             Some(Err(e)) => return Err(e.to_string()),
@@ -90,27 +90,6 @@ impl<'a> Line<'a> {
         }
         self.timestamp = parsed.timestamp;
         Ok(())
-    }
-}
-
-/// Fuzz entry point: every line of `text` through the fast path and the
-/// parser; where the fast path takes a line, the parser must read the
-/// same. Panics on a disagreement (that is the finding).
-pub fn fuzz_lines(text: &str) {
-    for raw in text.split('\n') {
-        let t = raw.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        let mut fast_line = Line::default();
-        if fast(t, &mut fast_line).is_some() {
-            let mut slow = Line::default();
-            let parsed = slow.parse_with_crate(t);
-            assert!(parsed.is_ok(), "fast path took {t:?}: {parsed:?}");
-            assert_eq!(fast_line, slow, "{t:?}");
-        } else {
-            let _ = Line::default().parse(t);
-        }
     }
 }
 
@@ -170,7 +149,7 @@ fn pair(s: &str) -> Option<(&str, &str)> {
 }
 
 /// The plain-line fast path; `None` declines (the parser decides).
-fn fast<'a>(text: &'a str, line: &mut Line<'a>) -> Option<()> {
+pub(crate) fn fast<'a>(text: &'a str, line: &mut Line<'a>) -> Option<()> {
     if !plain(text) {
         return None;
     }

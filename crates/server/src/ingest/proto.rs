@@ -542,29 +542,6 @@ impl Response {
     }
 }
 
-/// Fuzz entry point: a handshake, then data frames for a row width of 24.
-pub fn fuzz_ingest_stream(data: &[u8]) -> usize {
-    let mut n = 0;
-    let Ok(h) = Handshake::decode(data) else {
-        return 0;
-    };
-    let mut pos = h.encode().len();
-    while let Some(head) = data.get(pos..pos + FRAME_HEADER_LEN) {
-        let head: &[u8; FRAME_HEADER_LEN] = head.try_into().expect("length checked");
-        let Ok(f) = FrameHeader::decode(head) else {
-            break;
-        };
-        pos += FRAME_HEADER_LEN;
-        let Some(p) = data.get(pos..pos + f.payload_len as usize) else {
-            break;
-        };
-        let _ = f.check_payload(p, 24);
-        pos += f.payload_len as usize;
-        n += 1;
-    }
-    n
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

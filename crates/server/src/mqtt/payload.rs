@@ -164,7 +164,11 @@ fn data_time(s: &str, now: i64) -> Result<i64> {
 }
 
 /// A flat JSON object as `(ts, field bytes)`.
-fn json_fields(schema: &TableSchema, payload: &[u8], now: i64) -> Result<(i64, Vec<u8>)> {
+pub(crate) fn json_fields(
+    schema: &TableSchema,
+    payload: &[u8],
+    now: i64,
+) -> Result<(i64, Vec<u8>)> {
     let bad = |m: String| Error::invalid("payload", m);
     let v: serde_json::Value =
         serde_json::from_slice(payload).map_err(|e| bad(format!("not JSON: {e}")))?;
@@ -215,37 +219,6 @@ fn json_fields(schema: &TableSchema, payload: &[u8], now: i64) -> Result<(i64, V
         }
     }
     Ok((ts, out))
-}
-
-/// Fuzz entry (`fuzzing::mqtt_payload`): a JSON payload against a table
-/// of every field type, and the bytes as a topic under the default and a
-/// configured mapping; must never panic, and a row that is read has the
-/// table's width.
-pub fn fuzz_payload(data: &[u8]) {
-    use telestore_engine::schema::{Field, TableOptions};
-    let fields = [
-        ("a", FieldType::F64),
-        ("b", FieldType::F32),
-        ("c", FieldType::I64),
-        ("d", FieldType::I32),
-        ("e", FieldType::U64),
-        ("f", FieldType::U32),
-        ("g", FieldType::Bool),
-    ];
-    let fields = fields.iter().map(|(n, t)| Field::new(n, *t)).collect();
-    let Ok(schema) = TableSchema::new("t", fields, TableOptions::default()) else {
-        return;
-    };
-    if let Ok((_, row)) = json_fields(&schema, data, 0) {
-        assert_eq!(row.len(), schema.fields_width());
-    }
-    if let Ok(topic) = std::str::from_utf8(data) {
-        let mut sub = Subscription::new("#", Format::Json);
-        let _ = sub.names(topic);
-        sub.map = Some("site/+/{device}/#".into());
-        sub.table = Some("t".into());
-        let _ = sub.names(topic);
-    }
 }
 
 #[cfg(test)]

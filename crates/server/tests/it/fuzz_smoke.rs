@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use telestore_engine::cell::{self, CellKind, RangeTombstone};
 use telestore_engine::hfile::columnar::{self, ColumnarConfig};
-use telestore_engine::hfile::{block, reader, sections, HFileWriter, WriterOptions};
+use telestore_engine::hfile::{block, sections, HFileWriter, WriterOptions};
 use telestore_engine::io::StdBackend;
 use telestore_engine::key::{self, DeviceId};
 use telestore_engine::manifest::record::{self as mrec, FileMeta, Record};
@@ -287,7 +287,10 @@ fn wal_frames() -> Vec<u8> {
         };
         frame::encode(&e, &mut out);
     }
-    assert_eq!(frame::fuzz_decode_frames(&out).expect("valid frames"), 3);
+    assert_eq!(
+        telestore_engine::fuzzing::fuzz_decode_frames(&out).expect("valid frames"),
+        3
+    );
     out
 }
 
@@ -374,7 +377,8 @@ fn hfile_image(
     let (info, len) = w.finish(tombstones).expect("finish hfile");
     let image = std::fs::read(&path).expect("read hfile");
     assert_eq!(image.len() as u64, len);
-    let decoded = reader::fuzz_decode_file(&image, READINGS_FIELDS_WIDTH).expect("valid hfile");
+    let decoded = telestore_engine::fuzzing::fuzz_decode_file(&image, READINGS_FIELDS_WIDTH)
+        .expect("valid hfile");
     assert_eq!(decoded, u64::from(cells));
     assert_eq!(info.cells, u64::from(cells));
     image
@@ -436,7 +440,7 @@ fn manifest() -> Vec<u8> {
     for r in &records {
         r.encode(&mut out);
     }
-    let n = mrec::fuzz_decode_manifest(&out).expect("valid manifest");
+    let n = telestore_engine::fuzzing::fuzz_decode_manifest(&out).expect("valid manifest");
     assert_eq!(n, records.len());
     out
 }
@@ -571,7 +575,7 @@ fn ingest_streams() -> Vec<Vec<u8>> {
         s.extend_from_slice(&FrameHeader::for_payload(b, 3, &rows).encode());
         s.extend_from_slice(&rows);
     }
-    assert_eq!(telestore_server::ingest::proto::fuzz_ingest_stream(&s), 2);
+    assert_eq!(telestore_server::fuzzing::fuzz_ingest_stream(&s), 2);
     let mut out = vec![s];
     for r in [
         Response::Ack {
