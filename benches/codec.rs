@@ -14,15 +14,15 @@ use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
 use std::hint::black_box;
-use telestore::cell::{self, CellKind};
-use telestore::hfile::block;
-use telestore::hfile::columnar::ColumnarConfig;
 use telestore::key::{self, DeviceId, KEY_LEN};
-use telestore::memstore::Memstore;
 use telestore::schema::Batch;
 use telestore::schema::FieldType;
 use telestore::testkit::{self, FLEET_T0_MS};
 use telestore::Compression;
+use telestore_engine::cell::{self, CellKind};
+use telestore_engine::hfile::block;
+use telestore_engine::hfile::columnar::ColumnarConfig;
+use telestore_engine::memstore::Memstore;
 
 /// Keys per key-codec iteration.
 const KEYS: u64 = 1_000;

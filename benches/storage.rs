@@ -21,12 +21,12 @@ use std::cell::OnceCell;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use telestore::cell::{self, CellKind};
-use telestore::hfile::{HFileWriter, WriterOptions};
 use telestore::io::{probe_uring, Backend, IoChoice, StdBackend, UringBackend};
 use telestore::key::{self, DeviceId};
 use telestore::testkit::{self, FLEET_T0_MS};
 use telestore::{Durability, Options, Order, Store, TableOptions};
+use telestore_engine::cell::{self, CellKind};
+use telestore_engine::hfile::{HFileWriter, WriterOptions};
 
 const TABLE: &str = "readings";
 /// Rows per write (one WAL frame).

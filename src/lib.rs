@@ -4,9 +4,9 @@
 //! crates, so that an embedder can write `telestore::Store` and name every
 //! layer under one root:
 //!
-//! - the engine ([`telestore_engine`]): [`key`] → [`schema`] → [`wal`] →
-//!   [`memstore`] → [`hfile`] → [`manifest`] → [`compaction`] → [`region`]
-//!   → [`read`] → [`engine`], with [`io`] under every writer;
+//! - the engine ([`telestore_engine`]): [`key`], [`schema`], [`read`],
+//!   [`engine`] and [`io`] (its internals — WAL, memstore, HFiles,
+//!   manifest, compaction — are public only with its `testing` feature);
 //! - queries and export ([`telestore_query`], re-exported as [`query`]),
 //!   SQL as [`sql`];
 //! - the daemon's frontends ([`telestore_server`]): [`server`], [`ingest`],
@@ -17,10 +17,7 @@
 //! (docs/design.md, "Crates").
 #![deny(unsafe_code)]
 
-pub use telestore_engine::{
-    cache, cell, clock, compaction, engine, error, hfile, io, key, manifest, memstore, read,
-    region, schema, testkit, util, wal,
-};
+pub use telestore_engine::{clock, engine, error, io, key, read, region, schema, testkit, util};
 pub use telestore_engine::{
     Compression, Durability, Error, Field, FieldType, Options, Order, Result, Row, RowView, Store,
     TableOptions, TableSchema, WriteAck,

@@ -79,7 +79,7 @@ fn registry_persists_and_answers_tag_queries() {
 fn devices_prints_control_characters_escaped() {
     use std::sync::Arc;
     use telestore::io::StdBackend;
-    use telestore::manifest::{Manifest, Record};
+    use telestore_engine::manifest::{Manifest, Record};
     let dir = tempfile::tempdir().unwrap();
     Store::open(dir.path(), Options::default())
         .unwrap()

@@ -257,7 +257,7 @@ fn corrupt_hfile_block_is_a_typed_checksum_error() {
         .unwrap()
         .path();
     let mut bytes = std::fs::read(&file).unwrap();
-    bytes[telestore::hfile::block::BLOCK_HEADER_LEN + 5] ^= 0x20;
+    bytes[telestore_engine::hfile::block::BLOCK_HEADER_LEN + 5] ^= 0x20;
     std::fs::write(&file, &bytes).unwrap();
     let store = open(dir.path(), Options::default());
     match store.scan("t", 3, 0, 1000, Order::NewestFirst) {
@@ -278,7 +278,10 @@ fn corrupt_hfile_block_is_a_typed_checksum_error() {
             file: f, offset, ..
         }) => {
             assert_eq!(f, file);
-            assert_eq!(offset, (n - telestore::hfile::sections::TRAILER_LEN) as u64);
+            assert_eq!(
+                offset,
+                (n - telestore_engine::hfile::sections::TRAILER_LEN) as u64
+            );
         }
         Err(e) => panic!("wrong error {e}"),
         Ok(_) => panic!("opened a store with a corrupt HFile trailer"),
@@ -335,14 +338,14 @@ fn writers_wait_for_flushes_instead_of_growing_memory() {
 
 #[test]
 fn exhausted_sequence_numbers_are_a_typed_error_not_a_wrap() {
-    use telestore::manifest::{Manifest, Record};
+    use telestore_engine::manifest::{Manifest, Record};
     let dir = tempfile::tempdir().unwrap();
     {
         let mut m = Manifest::open(dir.path(), Arc::new(telestore::io::StdBackend)).unwrap();
         m.append(&[Record::CreateTable {
             table_id: 1,
             schema: small_schema("t", TableOptions::default()),
-            regions: vec![telestore::manifest::RegionDef {
+            regions: vec![telestore_engine::manifest::RegionDef {
                 id: 0,
                 start: telestore::region::KEY_MIN,
             }],

@@ -37,9 +37,13 @@
 //! [`Store`] and its options), [`schema`], [`read`] (rows as read),
 //! [`key`], [`error`], [`clock`] and [`io`] (the I/O backend choice). The
 //! others follow the path of a row — `wal` → `memstore` → `hfile` (with
-//! `cache`) → `manifest` → `compaction` → `region` — and are public only
-//! for the workspace's other crates, benches, fuzzers and tests (hidden
-//! from the documentation; not a stable API).
+//! `cache`) → `manifest` → `compaction` → `region` — and are not a stable
+//! API: `region`, `failpoint`, `testkit` and `util` are public (hidden
+//! from the documentation) for the `telestore` binary and the daemon;
+//! `wal`, `memstore`, `hfile`, `cache`, `cell`, `manifest`, `compaction`
+//! and `ids` are public only with the `testing` feature (for the benches,
+//! fuzzers, the lab and tests), so in a build without it the compiler
+//! sees every unused item of them.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -51,33 +55,32 @@ pub mod key;
 pub mod read;
 pub mod schema;
 
-#[doc(hidden)]
-pub mod cache;
-#[doc(hidden)]
-pub mod cell;
-#[doc(hidden)]
-pub mod compaction;
+/// Modules public only with the `testing` feature (lib.rs's doc).
+macro_rules! internal {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[cfg(feature = "testing")]
+            #[doc(hidden)]
+            pub mod $name;
+            #[cfg(not(feature = "testing"))]
+            mod $name;
+        )*
+    };
+}
+
+internal!(cache, cell, compaction, hfile, ids, manifest, memstore, wal);
+
 #[doc(hidden)]
 pub mod failpoint;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]
-pub mod hfile;
-#[doc(hidden)]
-pub mod ids;
-#[doc(hidden)]
-pub mod manifest;
-#[doc(hidden)]
-pub mod memstore;
-#[doc(hidden)]
 pub mod region;
 #[doc(hidden)]
 pub mod testkit;
 #[doc(hidden)]
 pub mod util;
-#[doc(hidden)]
-pub mod wal;
 
 pub use engine::{Durability, Options, Store, WriteAck};
 pub use error::{Error, ErrorClass, Result};

@@ -176,7 +176,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 /// Bytes per row of each column of the columnar blocks under `tables`
 /// (and of the rest of the files: block headers, index, bloom, info).
 fn print_columns(tables: &Path, total: u64) -> Result<()> {
-    let s = telestore::hfile::stats::dir_column_bytes(tables)?;
+    let s = telestore_engine::hfile::stats::dir_column_bytes(tables)?;
     if s.columns.is_empty() {
         return Ok(());
     }

@@ -6,8 +6,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use telestore::compaction::plan::{plan, FileStat, Policy, Task};
 use telestore::testkit::mix;
+use telestore_engine::compaction::plan::{plan, FileStat, Policy, Task};
 
 #[derive(Args, Debug)]
 pub struct SimArgs {

@@ -19,8 +19,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use telestore::cell::{self, CellKind};
-use telestore::hfile::{HFileWriter, WriterOptions};
 use telestore::io::StdBackend;
 use telestore::key::{self, DeviceId, RowKey, KEY_LEN};
 use telestore::region::split::{self, Level};
@@ -28,6 +26,8 @@ use telestore::region::{self, KEY_MIN};
 use telestore::schema::batch::push_row;
 use telestore::testkit::{fleet_fields, mix, readings_schema, FLEET_T0_MS};
 use telestore::{Durability, Options, Store, TableOptions};
+use telestore_engine::cell::{self, CellKind};
+use telestore_engine::hfile::{HFileWriter, WriterOptions};
 
 /// Field bytes of a `readings` row (7 × f64).
 const FIELDS_WIDTH: usize = 56;

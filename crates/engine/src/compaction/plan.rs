@@ -45,6 +45,7 @@ pub struct FileStat {
 impl FileStat {
     /// A file that is a run of its own (the simulator's flushes): the
     /// whole key space, created at a time no other file shares.
+    #[cfg(any(test, feature = "testing"))]
     pub fn alone(file_id: u64, bytes: u64, max_seq: u64) -> Self {
         FileStat {
             file_id,

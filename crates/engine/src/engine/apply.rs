@@ -14,8 +14,10 @@
 
 use super::budget::ByteBudget;
 use super::commit::{apply, Logged};
-use super::table::{Region, Table};
+use super::region::Region;
+use super::table::Table;
 use super::Shared;
+use crate::ids::{SeqNo, TableId};
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -31,13 +33,13 @@ pub enum ApplyMsg {
     /// the budget ([`group_bytes`], counted once by the sender).
     Writes(Vec<Logged>, usize),
     /// Freeze the table's (all tables' when `None`) active memstore.
-    Freeze(Option<u32>, Sender<()>),
+    Freeze(Option<TableId>, Sender<()>),
     /// Freeze the table's active memstores holding an edit numbered `seq`
     /// or lower (they pin the oldest WAL segment). Memstores already
     /// frozen are on their way to the flusher and are left alone.
     Unpin {
-        table: u32,
-        seq: u64,
+        table: TableId,
+        seq: SeqNo,
     },
     /// Freeze memstores until they are back under the global limit.
     Relieve,
@@ -69,10 +71,10 @@ impl Applier {
                         let touched = apply(&w.table, w.first_seq, &w.op, now);
                         let n = w.op.count(w.table.schema.row_width());
                         if matches!(w.op, super::commit::Op::Put(_)) {
-                            self.shared.rows_applied.fetch_add(n, Relaxed);
+                            self.shared.counters.rows_applied.fetch_add(n, Relaxed);
                         }
                         let last = w.first_seq + n - 1;
-                        self.shared.gate.set_applied(last);
+                        self.shared.write.gate.set_applied(last);
                         self.maybe_freeze(&w.table, &touched);
                     }
                     self.budget.release(bytes);
@@ -93,7 +95,7 @@ impl Applier {
     fn maybe_freeze(&self, t: &Arc<Table>, touched: &[Arc<Region>]) {
         for r in touched {
             if r.active().bytes() >= self.shared.opts.flush_threshold_bytes && r.freeze() {
-                self.shared.request_flush(t.id);
+                self.shared.background.request_flush(t.id);
             }
         }
         self.relieve_global_pressure();
@@ -107,33 +109,33 @@ impl Applier {
         if usage.wants_flush(&self.shared.opts) {
             if let Some((table, r)) = &usage.largest {
                 if r.freeze() {
-                    self.shared.request_flush(*table);
+                    self.shared.background.request_flush(*table);
                 }
             }
         }
     }
 
-    fn unpin(&self, table: u32, seq: u64) {
-        let tables = self.shared.tables_snapshot();
+    fn unpin(&self, table: TableId, seq: SeqNo) {
+        let tables = self.shared.catalog.tables();
         let Some(t) = tables.iter().find(|t| t.id == table) else {
             return;
         };
         let mut any = false;
         for r in t.regions().iter() {
-            if r.active().min_seq() <= seq {
+            if r.active().min_seq() <= seq.0 {
                 any |= r.freeze();
             }
         }
         if any {
-            self.shared.request_flush(table);
+            self.shared.background.request_flush(table);
         }
     }
 
-    fn freeze(&self, table: Option<u32>) {
-        let tables = self.shared.tables_snapshot();
+    fn freeze(&self, table: Option<TableId>) {
+        let tables = self.shared.catalog.tables();
         for t in tables.iter().filter(|t| table.is_none_or(|id| id == t.id)) {
             if t.freeze() {
-                self.shared.request_flush(t.id);
+                self.shared.background.request_flush(t.id);
             }
         }
     }
@@ -145,9 +147,9 @@ impl Drop for CloseGate<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             // Writes acknowledged from now on would never become readable.
-            self.0.poison(&crate::error::Error::Closed);
+            self.0.poison.stop(&crate::error::Error::Closed);
         }
-        self.0.gate.close();
+        self.0.write.gate.close();
         self.1.close();
     }
 }

@@ -14,11 +14,13 @@
 use super::apply::ApplyMsg;
 use super::budget::ByteBudget;
 use super::options::Durability;
+use super::region::Region;
 use super::syncer::{SyncJob, SyncPool};
-use super::table::{Region, Table};
+use super::table::Table;
 use super::Shared;
 use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
+use crate::ids::{SeqNo, TableId};
 use crate::io::IoFile;
 use crate::key::{self, DeviceId, RowKey};
 use crate::memstore::{keyed_rows, KeyedRow};
@@ -26,7 +28,6 @@ use crate::region;
 use crate::schema::Batch;
 use crate::wal::frame::{self, Entry, EntryKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -89,7 +90,7 @@ pub enum Msg {
     /// and hand the frozen memstores to the flusher. Ordered after every
     /// acknowledged write (those are queued for the apply thread before
     /// their writers are told), not after groups still being synced.
-    Freeze(Option<u32>, Sender<()>),
+    Freeze(Option<TableId>, Sender<()>),
     /// fdatasync now (used by `Store::sync`).
     Sync(Sender<Result<()>>),
     /// Check whether idle tables pin the oldest WAL segment (sent by the
@@ -236,12 +237,12 @@ impl Committer {
     /// (the timer must not spin on it).
     fn sync_wal(&mut self) -> Result<()> {
         self.unsynced_since = None;
-        self.shared.check_poisoned()?;
+        self.shared.poison.check()?;
         let t0 = Instant::now();
-        let r = self.shared.wal().sync();
-        let m = &self.shared.metrics.wal_sync_seconds;
+        let r = self.shared.write.wal().sync();
+        let m = &self.shared.counters.metrics.wal_sync_seconds;
         m.observe(t0.elapsed().as_secs_f64());
-        r.map_err(|e| self.shared.poison(&e))
+        r.map_err(|e| self.shared.poison.stop(&e))
     }
 
     /// Under sustained `async` load the channel is never empty, so the
@@ -263,7 +264,7 @@ impl Committer {
     /// message asks again every second).
     fn unpin_wal(&mut self) {
         let oldest = {
-            let wal = self.shared.wal();
+            let wal = self.shared.write.wal();
             if wal.segment_count() <= self.shared.opts.wal_segments_max {
                 return;
             }
@@ -277,8 +278,8 @@ impl Committer {
         for (table, seq) in &oldest.table_max_seq {
             if flushed.get(table).copied().unwrap_or_default() < *seq {
                 let _ = self.apply_tx.send(ApplyMsg::Unpin {
-                    table: table.0,
-                    seq: seq.0,
+                    table: *table,
+                    seq: *seq,
                 });
             }
         }
@@ -289,10 +290,10 @@ impl Committer {
     /// poisoned, and the writes are failed here.
     fn commit(&mut self, writes: Vec<WriteReq>, slot: Option<usize>) {
         let Some(slot) = slot else {
-            let e = self.shared.poison(&Error::Closed);
+            let e = self.shared.poison.stop(&Error::Closed);
             return reply_all(writes, &e);
         };
-        if let Err(e) = self.shared.check_poisoned() {
+        if let Err(e) = self.shared.poison.check() {
             self.syncers.give_back(slot);
             return reply_all(writes, &e);
         }
@@ -332,14 +333,14 @@ impl Committer {
             }
             need_sync |= w.durability == Durability::Sync;
             encode_op(&mut self.buf, w.table.id, first, count as u32, &w.op);
-            tables.push((w.table.id, first + count - 1));
+            tables.push((w.table.id, SeqNo(first + count - 1)));
         }
         if self.buf.is_empty() {
             return Ok((seqs, None));
         }
         let buf = std::mem::take(&mut self.buf);
         let (res, sync) = {
-            let mut wal = self.shared.wal();
+            let mut wal = self.shared.write.wal();
             let res = wal.write(buf, &tables, false);
             // Taken under the same lock: the handle is on the segment
             // the frames went to.
@@ -347,7 +348,7 @@ impl Committer {
         };
         match res {
             Ok(b) => self.buf = b,
-            Err(e) => return Err(self.shared.poison(&e)),
+            Err(e) => return Err(self.shared.poison.stop(&e)),
         }
         if need_sync {
             self.unsynced_since = None;
@@ -377,7 +378,7 @@ fn clone_err(e: &Error) -> Error {
     }
 }
 
-fn encode_op(buf: &mut Vec<u8>, table_id: u32, first_seq: u64, count: u32, op: &Op) {
+fn encode_op(buf: &mut Vec<u8>, table_id: TableId, first_seq: u64, count: u32, op: &Op) {
     let mut tmp = Vec::new();
     let (kind, payload): (EntryKind, &[u8]) = match op {
         Op::Put(b) => (EntryKind::Put, b),
@@ -398,13 +399,36 @@ fn encode_op(buf: &mut Vec<u8>, table_id: u32, first_seq: u64, count: u32, op: &
     frame::encode(
         &Entry {
             kind,
-            table_id,
+            table_id: table_id.0,
             first_seq,
             count,
             payload,
         },
         buf,
     );
+}
+
+/// Insert `rows` (all in `r`'s range) but those `r` already has in files
+/// into its active memstore; whether any was.
+fn insert_rows(r: &Region, batch: &Batch<'_>, rows: &[KeyedRow], now_ms: i64) -> bool {
+    let v = r.version();
+    let fresh: Vec<KeyedRow>;
+    let rows = if rows.iter().any(|k| k.seq() <= v.flushed_seq) {
+        fresh = rows
+            .iter()
+            .filter(|k| k.seq() > v.flushed_seq)
+            .copied()
+            .collect();
+        &fresh[..]
+    } else {
+        rows
+    };
+    if rows.is_empty() {
+        return false;
+    }
+    v.active.insert_rows(batch, rows);
+    r.stats.on_write(now_ms, rows.len() as u64);
+    true
 }
 
 /// Apply an op: route its cells to the regions holding their keys, skip
@@ -428,17 +452,7 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
                 };
                 let (mine, after) = rest.split_at(n);
                 rest = after;
-                let flushed = r.flushed_seq.load(Ordering::Relaxed);
-                let fresh: Vec<KeyedRow>;
-                let mine = if mine.iter().any(|k| k.seq() <= flushed) {
-                    fresh = mine.iter().filter(|k| k.seq() > flushed).copied().collect();
-                    &fresh[..]
-                } else {
-                    mine
-                };
-                if !mine.is_empty() {
-                    r.active().insert_rows(&batch, mine);
-                    r.stats.on_write(now_ms, mine.len() as u64);
+                if insert_rows(r, &batch, mine, now_ms) {
                     touched.push(r.clone());
                 }
             }
@@ -452,10 +466,10 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
                 by_region[region::route(&starts, &k)].push((k, first_seq + i as u64));
             }
             for (r, mut pts) in regions.iter().zip(by_region) {
-                let flushed = r.flushed_seq.load(Ordering::Relaxed);
-                pts.retain(|(_, s)| *s > flushed);
+                let v = r.version();
+                pts.retain(|(_, s)| *s > v.flushed_seq);
                 if !pts.is_empty() {
-                    r.active().insert_deletes(&pts);
+                    v.active.insert_deletes(&pts);
                     r.stats.on_write(now_ms, pts.len() as u64);
                     touched.push(r.clone());
                 }
@@ -474,8 +488,9 @@ pub fn apply(t: &Table, first_seq: u64, op: &Op, now_ms: i64) -> Vec<Arc<Region>
             };
             for r in regions.iter() {
                 let reaches = region::clip(&lo, &hi, &r.start, r.end.as_ref()).is_some();
-                if reaches && first_seq > r.flushed_seq.load(Ordering::Relaxed) {
-                    r.active().insert_range_delete(rt);
+                let v = r.version();
+                if reaches && first_seq > v.flushed_seq {
+                    v.active.insert_range_delete(rt);
                     r.stats.on_write(now_ms, 1);
                     touched.push(r.clone());
                 }

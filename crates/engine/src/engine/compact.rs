@@ -13,7 +13,8 @@
 //! majors from the monitor thread, and `Store::compact` on demand.
 
 use super::flush::{meta_of, write_hfile_as, NewFile, Output};
-use super::table::{Region, Table};
+use super::region::Region;
+use super::table::Table;
 use super::{Shared, Store};
 use crate::cell::RangeTombstone;
 use crate::compaction::filter::{self, Filter, Mode};
@@ -22,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::failpoint::pause_at;
 use crate::hfile::writer::KEY_MAX;
 use crate::hfile::HFileReader;
+use crate::ids::{FileId, RegionId, TableId};
 use crate::key::RowKey;
 use crate::manifest::Record;
 use crate::read::source::{CellSource, FileSource};
@@ -33,8 +35,8 @@ use std::sync::Arc;
 
 /// A queued request.
 pub struct Job {
-    pub table: u32,
-    pub region: u32,
+    pub table: TableId,
+    pub region: RegionId,
     pub major: bool,
 }
 
@@ -60,7 +62,7 @@ pub struct Outcome {
 pub(super) fn stat_of(f: &HFileReader) -> FileStat {
     let i = f.info();
     FileStat {
-        file_id: f.file_id(),
+        file_id: f.file_id().0,
         bytes: f.len_bytes(),
         min_seq: i.min_seq,
         max_seq: i.max_seq,
@@ -109,14 +111,14 @@ pub fn compact_region(
     // could otherwise plan on overlapping file sets).
     let _one = r.compact_lock.lock_or_recover();
     // Plan and run on one snapshot of the files.
-    let files = r.snapshot().files;
+    let files = r.version().files.clone();
     let Some(task) = plan_for(shared, t, &files, major) else {
         return Ok(None);
     };
     r.stats.compaction_running.store(1, Relaxed);
     let t0 = std::time::Instant::now();
     let res = run_task(shared, t, r, task, files);
-    let m = &shared.metrics.compaction_seconds;
+    let m = &shared.counters.metrics.compaction_seconds;
     m.observe(t0.elapsed().as_secs_f64());
     r.stats.compaction_running.store(0, Relaxed);
     match &res {
@@ -127,7 +129,7 @@ pub fn compact_region(
                 .compaction_bytes_written
                 .fetch_add(o.bytes_out, Relaxed);
             shared.refresh_compaction_debt();
-            shared.notify_flush_progress();
+            shared.background.notify_flush_progress();
         }
         Ok(None) => {}
         Err(_) => {
@@ -151,7 +153,7 @@ fn run_task(
     };
     let inputs: Vec<Arc<HFileReader>> = files
         .into_iter()
-        .filter(|f| ids.contains(&f.file_id()))
+        .filter(|f| ids.contains(&f.file_id().0))
         .collect();
     let mut o = Outcome {
         kind,
@@ -200,7 +202,7 @@ fn merge_files(
     let lo = r.start;
     let hi = r.end.map_or(KEY_MAX, |e| key_before(&e).unwrap_or(KEY_MAX));
     let ranges = part_ranges(inputs, lo, hi, parts_for(shared, inputs));
-    let first_id = shared.next_file_ids(ranges.len());
+    let first_id = shared.catalog.next_file_ids(ranges.len());
     let created_ms = shared.opts.clock.now_ms();
     let expected = inputs
         .iter()
@@ -215,7 +217,7 @@ fn merge_files(
     };
     let part = |i: usize, range: (RowKey, RowKey)| {
         let name = NewFile {
-            file_id: first_id + i as u64,
+            file_id: first_id.0 + i as u64,
             created_ms,
         };
         merge_part(shared, t, inputs, range, output, name, expected)
@@ -309,7 +311,7 @@ fn merge_part(
     let mut counts = filter::MergeCounts::default();
     let file = write_hfile_as(shared, t, output, name, expected, &keep_tombs, |w| {
         counts = filter::merge(sources, &mut f, |c| {
-            if shared.closing.load(Relaxed) {
+            if shared.background.is_closing() {
                 return Err(Error::Closed);
             }
             w.add(c)
@@ -394,7 +396,7 @@ fn commit(
 ) -> Result<bool> {
     let _g = t.flush_lock.lock_or_recover();
     let current = t.regions().iter().any(|x| Arc::ptr_eq(x, r));
-    let files = r.snapshot().files;
+    let files = r.version().files.clone();
     let all_there = inputs
         .iter()
         .all(|i| files.iter().any(|f| Arc::ptr_eq(f, i)));
@@ -423,35 +425,36 @@ fn commit_locked(
     inputs: &[Arc<HFileReader>],
     output: Vec<Arc<HFileReader>>,
 ) -> Result<()> {
-    let removed: Vec<u64> = inputs.iter().map(|f| f.file_id()).collect();
-    shared.append_or_poison(&[Record::Files {
-        table_id: t.id,
-        region_id: r.id,
+    let removed: Vec<FileId> = inputs.iter().map(|f| f.file_id()).collect();
+    shared.append(&[Record::Files {
+        table_id: t.id.0,
+        region_id: r.id.0,
         added: output.iter().map(|f| meta_of(f)).collect(),
-        removed: removed.clone(),
+        removed: removed.iter().map(|f| f.0).collect(),
         flushed_seq: None,
     }])?;
-    t.compaction_epoch
-        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    {
-        let mut st = r.write_state();
-        st.files.retain(|f| !removed.contains(&f.file_id()));
-        st.files.extend(output);
-    }
+    // Reads below the newest merged cell must not use the new files
+    // (they may lack versions those cells hide): region.rs's read order.
+    let merged_seq = inputs.iter().map(|f| f.info().max_seq).max().unwrap_or(0);
+    r.edit(|v| {
+        v.files.retain(|f| !removed.contains(&f.file_id()));
+        v.files.extend(output);
+        v.compacted_seq = v.compacted_seq.max(merged_seq);
+    });
     // Files no region lists any more wait for their last reader.
     let listed: HashSet<u64> = {
-        let m = shared.manifest();
+        let m = shared.catalog.manifest();
         m.state()
             .tables
-            .get(&t.id)
+            .get(&t.id.0)
             .map(|e| e.all_files().keys().copied().collect())
             .unwrap_or_default()
     };
-    let mut grave = shared.graveyard();
+    let mut grave = shared.background.graveyard();
     grave.extend(
         inputs
             .iter()
-            .filter(|f| !listed.contains(&f.file_id()))
+            .filter(|f| !listed.contains(&f.file_id().0))
             .cloned(),
     );
     Ok(())
@@ -464,13 +467,14 @@ fn commit_locked(
 pub fn own_files(shared: &Shared, t: &Table, r: &Region) -> Result<()> {
     let hi = r.end.map(|e| key_before(&e).unwrap_or(KEY_MAX));
     let shared_files: Vec<Arc<HFileReader>> = r
-        .snapshot()
+        .version()
         .files
-        .into_iter()
+        .iter()
         .filter(|f| {
             let i = f.info();
             i.cells > 0 && (i.min_key < r.start || hi.is_some_and(|h| i.max_key > h))
         })
+        .cloned()
         .collect();
     if shared_files.is_empty() {
         return Ok(());
@@ -493,7 +497,7 @@ fn discard(shared: &Shared, f: &HFileReader) {
 /// Delete graveyard files no reader holds any more.
 pub fn sweep_graveyard(shared: &Shared) {
     let ready: Vec<Arc<HFileReader>> = {
-        let mut g = shared.graveyard();
+        let mut g = shared.background.graveyard();
         let (ready, wait): (Vec<_>, Vec<_>) = g.drain(..).partition(|f| Arc::strong_count(f) == 1);
         *g = wait;
         ready
@@ -522,18 +526,14 @@ pub fn sweep_graveyard(shared: &Shared) {
 pub fn worker(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Job>) {
     let _io = shared.enter_background_io();
     while let Ok(job) = rx.recv() {
-        let Some(t) = shared
-            .tables_snapshot()
-            .into_iter()
-            .find(|t| t.id == job.table)
-        else {
+        let Some(t) = shared.catalog.table_by_id(job.table) else {
             continue;
         };
         let Some(r) = t.region_by_id(job.region) else {
             continue;
         };
         r.stats.compaction_queued.store(0, Relaxed);
-        if shared.check_poisoned().is_err() || shared.closing.load(Relaxed) {
+        if shared.poison.check().is_err() || shared.background.is_closing() {
             continue;
         }
         // Minor compactions repeat while the planner finds work.
@@ -562,24 +562,18 @@ pub fn worker(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Job>) {
 
 impl Shared {
     /// Queue a compaction check of a region (once until it starts).
-    pub(crate) fn request_compaction(&self, table: u32, r: &Region, major: bool) {
+    pub(crate) fn request_compaction(&self, table: TableId, r: &Region, major: bool) {
         if r.stats.compaction_queued.swap(1, Relaxed) == 1 && !major {
             return;
         }
-        let tx = self.compact_tx.lock_or_recover();
-        match tx.as_ref() {
-            Some(tx) => {
-                let job = Job {
-                    table,
-                    region: r.id,
-                    major,
-                };
-                // No worker (compaction_threads = 0): nothing is queued.
-                if tx.send(job).is_err() {
-                    r.stats.compaction_queued.store(0, Relaxed);
-                }
-            }
-            None => r.stats.compaction_queued.store(0, Relaxed),
+        let job = Job {
+            table,
+            region: r.id,
+            major,
+        };
+        // No worker (closing, or compaction_threads = 0): nothing is queued.
+        if !self.background.queue_compaction(job) {
+            r.stats.compaction_queued.store(0, Relaxed);
         }
     }
 
@@ -588,12 +582,12 @@ impl Shared {
     pub(crate) fn schedule_compactions(&self) {
         let now = self.opts.clock.now_ms();
         let period = self.opts.major_compaction_period_ms;
-        for t in self.tables_snapshot() {
+        for t in self.catalog.tables() {
             for r in t.regions().iter() {
                 let due = r.next_major_ms.load(Relaxed);
                 if period > 0 && due == 0 {
                     r.next_major_ms
-                        .store(now + jittered(period, r.id as u64 ^ t.id as u64), Relaxed);
+                        .store(now + jittered(period, u64::from(r.id.0 ^ t.id.0)), Relaxed);
                 } else if period > 0 && now >= due {
                     r.next_major_ms
                         .store(now + jittered(period, due as u64), Relaxed);
@@ -603,7 +597,7 @@ impl Shared {
                 // Any work the planner sees: expired files to drop, and a
                 // backstop for a check that was lost (a job queued for a
                 // region that was split or merged before it ran).
-                let files = r.snapshot().files;
+                let files = r.version().files.clone();
                 if plan_for(self, &t, &files, false).is_some() {
                     self.request_compaction(t.id, r, false);
                 }
@@ -629,8 +623,8 @@ impl Store {
     /// what it compacts is everything written before the call.
     pub fn compact(&self, table: &str, major: bool) -> Result<Vec<Outcome>> {
         self.shared.check_writable("compact")?;
-        self.shared.check_poisoned()?;
-        let t = self.shared.table(table)?;
+        self.shared.poison.check()?;
+        let t = self.shared.catalog.table(table)?;
         if major {
             self.flush_tables(Some(table))?;
         }

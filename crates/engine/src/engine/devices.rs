@@ -5,11 +5,11 @@
 //! the numeric ids binary-protocol clients use for unnamed devices; they
 //! are never reused.
 
-use super::{Shared, Store};
+use super::catalog::Catalog;
+use super::Store;
 use crate::error::{Error, Result};
 use crate::manifest::record::{DEVICE_TAGS_MAX, DEVICE_TEXT_MAX};
 use crate::manifest::{DeviceEntry, Record};
-use crate::util::sync::RwLockExt;
 use std::collections::{BTreeSet, HashMap};
 
 /// First id the registry hands out.
@@ -130,12 +130,6 @@ pub fn tag_conflict(
     ))
 }
 
-impl Shared {
-    pub(crate) fn devices(&self) -> std::sync::RwLockReadGuard<'_, DeviceIndex> {
-        self.devices.read_or_recover()
-    }
-}
-
 impl Store {
     /// Register devices by name: returns their ids in order. New names
     /// get new ids and keep the tags given (in the order given); a known
@@ -147,11 +141,11 @@ impl Store {
         &self,
         devices: &[(String, Vec<(String, String)>)],
     ) -> Result<Vec<u64>> {
-        self.shared.check_poisoned()?;
+        self.shared.poison.check()?;
         let writable = self.shared.check_writable("register devices");
         // Fast path: every name known, with its tags or none.
         {
-            let ix = self.shared.devices();
+            let ix = self.shared.catalog.devices();
             let known: Option<Vec<u64>> = devices
                 .iter()
                 .map(|(n, tags)| {
@@ -166,8 +160,8 @@ impl Store {
         }
         writable?;
         // The manifest lock serializes registrations.
-        let mut m = self.shared.manifest();
-        let mut ix = self.shared.devices.write_or_recover();
+        let mut m = self.shared.catalog.manifest();
+        let mut ix = self.shared.catalog.devices_mut();
         let mut next = ix.next_id;
         let mut records = Vec::new();
         // Devices first seen in this call: their ids and tags.
@@ -205,12 +199,7 @@ impl Store {
         if records.is_empty() {
             return Ok(ids);
         }
-        if let Err(e) = m.append(&records) {
-            return Err(match e {
-                Error::InvalidInput { .. } => e,
-                other => self.shared.poison(&other),
-            });
-        }
+        Catalog::append_to(&mut m, &self.shared.poison, &records)?;
         for r in records {
             if let Record::Device { id, name, tags } = r {
                 ix.put(id, DeviceEntry { name, tags });
@@ -222,23 +211,23 @@ impl Store {
 
     /// The id registered for `name`.
     pub fn device_id(&self, name: &str) -> Option<u64> {
-        self.shared.devices().id(name)
+        self.shared.catalog.devices().id(name)
     }
 
     /// How many devices the registry holds.
     pub fn device_count(&self) -> usize {
-        self.shared.devices().entries.len()
+        self.shared.catalog.devices().entries.len()
     }
 
     /// Name and tags of device `id`, when registered.
     pub fn device(&self, id: u64) -> Option<DeviceEntry> {
-        self.shared.devices().entries.get(&id).cloned()
+        self.shared.catalog.devices().entries.get(&id).cloned()
     }
 
     /// Registered devices, by id; with `tag = Some((key, value))` only
     /// those carrying that tag (answered from the tag index).
     pub fn devices(&self, tag: Option<(&str, &str)>) -> Vec<(u64, DeviceEntry)> {
-        let ix = self.shared.devices();
+        let ix = self.shared.catalog.devices();
         let ids: Vec<u64> = match tag {
             Some((k, v)) => ix
                 .by_tag

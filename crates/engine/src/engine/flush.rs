@@ -4,12 +4,14 @@
 //! sequence number; only then does the memstore stop serving reads and
 //! may the WAL segments it covered retire.
 
-use super::table::{Region, Table};
+use super::region::Region;
+use super::table::Table;
 use super::Shared;
 use crate::cell;
 use crate::error::Result;
 use crate::hfile::writer::PCO_LEVEL_MINOR;
 use crate::hfile::{publish, HFileReader, HFileWriter, WriterOptions};
+use crate::ids::TableId;
 use crate::io::rate::Priority;
 use crate::manifest::{FileMeta, Record};
 use crate::memstore::{Memstore, ALL_TIME};
@@ -23,7 +25,7 @@ use std::sync::Arc;
 const FLUSH_CHUNK_CELLS: usize = 4096;
 
 /// Directory of a table's HFiles.
-pub fn table_dir(shared: &Shared, table_id: u32) -> PathBuf {
+pub fn table_dir(shared: &Shared, table_id: TableId) -> PathBuf {
     shared.dir.join("tables").join(table_id.to_string())
 }
 
@@ -76,7 +78,7 @@ pub fn flush_frozen(shared: &Shared, t: &Table) -> Result<usize> {
 pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
     let mut n = 0;
     loop {
-        let Some(mem) = r.snapshot().frozen.first().cloned() else {
+        let Some(mem) = r.version().frozen.first().cloned() else {
             break;
         };
         let t0 = std::time::Instant::now();
@@ -85,30 +87,29 @@ pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
         } else {
             None
         };
-        let m = &shared.metrics.flush_seconds;
+        let m = &shared.counters.metrics.flush_seconds;
         m.observe(t0.elapsed().as_secs_f64());
         let added = reader.iter().map(|f| meta_of(f)).collect();
         let bytes = reader.as_ref().map_or(0, |f| f.len_bytes());
-        shared.manifest().append(&[Record::Files {
-            table_id: t.id,
-            region_id: r.id,
+        shared.append(&[Record::Files {
+            table_id: t.id.0,
+            region_id: r.id.0,
             added,
             removed: vec![],
             flushed_seq: Some(mem.max_seq()),
         }])?;
-        r.flushed_seq.fetch_max(mem.max_seq(), Ordering::Relaxed);
-        {
-            let mut st = r.write_state();
+        r.edit(|v| {
             assert!(
-                Arc::ptr_eq(&st.frozen[0], &mem),
+                Arc::ptr_eq(&v.frozen[0], &mem),
                 "frozen list changed during flush"
             );
-            st.frozen.remove(0);
-            st.files.extend(reader);
-        }
+            v.frozen.remove(0);
+            v.files.extend(reader);
+            v.flushed_seq = v.flushed_seq.max(mem.max_seq());
+        });
         r.stats.flushes.fetch_add(1, Ordering::Relaxed);
         r.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
-        shared.notify_flush_progress();
+        shared.background.notify_flush_progress();
         n += 1;
     }
     Ok(n)
@@ -117,7 +118,7 @@ pub fn flush_region(shared: &Shared, t: &Table, r: &Region) -> Result<usize> {
 pub fn meta_of(r: &HFileReader) -> FileMeta {
     let i = r.info();
     FileMeta {
-        file_id: r.file_id(),
+        file_id: r.file_id().0,
         len_bytes: r.len_bytes(),
         cells: i.cells,
         min_seq: i.min_seq,
@@ -186,7 +187,7 @@ pub fn write_hfile(
     fill: impl FnOnce(&mut HFileWriter) -> Result<()>,
 ) -> Result<Arc<HFileReader>> {
     let name = NewFile {
-        file_id: shared.next_file_id(),
+        file_id: shared.catalog.next_file_id().0,
         created_ms: shared.opts.clock.now_ms(),
     };
     write_hfile_as(shared, t, output, name, expected_cells, tombs, fill)
@@ -214,9 +215,9 @@ pub fn write_hfile_as(
     let dir = table_dir(shared, t.id);
     let dest = dir.join(file_name(file_id));
     let tmp = dir.join(format!("{}.tmp", file_name(file_id)));
-    let mut opts = WriterOptions::for_table(t.id, &t.schema, expected_cells, name.created_ms);
+    let mut opts = WriterOptions::for_table(t.id.0, &t.schema, expected_cells, name.created_ms);
     opts.direct = shared.opts.direct_hfile_writes;
-    opts.limiter = shared.limiter.clone().map(|l| match output {
+    opts.limiter = shared.background.limiter.clone().map(|l| match output {
         Output::Flush => (l, Priority::High),
         Output::Young | Output::Minor | Output::Major => (l, Priority::Low),
     });
@@ -256,7 +257,10 @@ pub fn write_hfile_as(
     let r = HFileReader::open_for_table(&dest, file_id, &t.schema, shared.cache.clone())?;
     let ahead = shared.opts.readahead_new_files_bytes;
     if !warm && ahead > 0 && r.len_bytes() <= ahead && r.advise_willneed() {
-        shared.files_read_ahead.fetch_add(1, Ordering::Relaxed);
+        shared
+            .counters
+            .files_read_ahead
+            .fetch_add(1, Ordering::Relaxed);
     }
     Ok(Arc::new(r))
 }

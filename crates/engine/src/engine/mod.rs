@@ -10,9 +10,12 @@
 //! ```
 
 mod apply;
+mod background;
 mod budget;
+mod catalog;
 mod commit;
 mod compact;
+mod counters;
 pub(crate) mod devices;
 mod flush;
 mod latest;
@@ -20,7 +23,9 @@ pub use latest::LatestCacheStats;
 mod open;
 mod options;
 mod pacing;
+mod poison;
 mod reads;
+mod region;
 mod regions;
 mod split;
 mod syncer;
@@ -28,104 +33,81 @@ mod table;
 mod threads;
 pub mod verify;
 mod visibility;
+mod writepath;
 
 pub use compact::Outcome as CompactionOutcome;
+pub use counters::EngineMetrics;
 pub use devices::{check_device_text, tag_conflict, REGISTRY_ID_BASE};
 pub use options::{Durability, Options};
 pub use reads::{KeySpan, ReadStats};
+#[doc(hidden)]
+pub use region::{Region, RegionVersion};
 pub use regions::RegionInfo;
 #[doc(hidden)]
-pub use table::{Region, Table, TableState};
+pub use table::Table;
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::ids::{SeqNo, TableId};
+use crate::ids::{RegionId, SeqNo, TableId};
 use crate::io::{BackendRef, IoKind};
 use crate::key::DeviceId;
-use crate::manifest::{Manifest, Record, RegionDef};
+use crate::manifest::{Record, RegionDef};
 use crate::schema::{Batch, BlockEncoding, TableSchema};
-use crate::util::sync::{LockExt, RwLockExt};
-use crate::wal::WalWriter;
+use crate::util::sync::LockExt;
 use commit::{Msg, Op, WriteReq};
 use crossbeam_channel::{bounded, Sender};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// State shared by the store handle and its threads.
+/// State shared by the store handle and its threads, by role: where the
+/// store lives and how it does I/O (the first four fields), the catalog,
+/// the write path and its stop switch, what the background threads
+/// share, and the counters.
 pub struct Shared {
     pub(crate) dir: PathBuf,
     pub(crate) backend: BackendRef,
     pub(crate) opts: Options,
     pub(crate) cache: Arc<BlockCache>,
-    tables: RwLock<HashMap<String, Arc<Table>>>,
-    manifest: Mutex<Manifest>,
-    wal: Mutex<WalWriter>,
-    poisoned: Mutex<Option<String>>,
-    next_file_id: AtomicU64,
-    flush_tx: Sender<Option<u32>>,
-    /// The commit thread's queue (the monitor asks it to unpin the WAL).
-    commit_tx: Sender<Msg>,
-    progress: (Mutex<u64>, Condvar),
-    pub(crate) prefetch: Arc<crate::read::prefetch::Prefetcher>,
-    /// Sequence numbers acknowledged and applied; reads snapshot the
-    /// applied one after waiting for what was acknowledged.
-    pub(crate) gate: visibility::SeqGate,
-    /// Set when the store is closing: long work (compaction) stops early.
-    pub(crate) closing: AtomicBool,
-    /// The compaction queue; `None` once closing.
-    pub(crate) compact_tx: Mutex<Option<Sender<compact::Job>>>,
-    /// Replaced HFiles waiting for their last reader before deletion.
-    graveyard: Mutex<Vec<Arc<crate::hfile::HFileReader>>>,
-    /// Writes that had to wait (write stall), and writes refused `Busy`.
-    pub(crate) stalls: AtomicU64,
-    pub(crate) busy: AtomicU64,
-    /// Writes slowed down for compaction debt.
-    pub(crate) slowed: AtomicU64,
-    /// The store's compaction debt (`pacing`).
-    compaction_debt: AtomicU64,
-    /// The background write rate limiter, when configured.
-    pub(crate) limiter: Option<Arc<crate::io::rate::RateLimiter>>,
-    /// New files handed to the kernel's read-ahead.
-    pub(crate) files_read_ahead: AtomicU64,
-    /// Rows of put batches applied since open (not counting WAL replay).
-    pub(crate) rows_applied: AtomicU64,
-    pub(crate) metrics: EngineMetrics,
-    /// The device registry's in-memory index (the manifest holds it).
-    devices: RwLock<devices::DeviceIndex>,
-    dir_lock: std::fs::File,
+    pub(crate) catalog: catalog::Catalog,
+    pub(crate) write: writepath::WritePath,
+    pub(crate) poison: poison::Poison,
+    pub(crate) background: background::Background,
+    pub(crate) counters: counters::Counters,
     /// What opening found and dropped at the WAL's end (its last entry
     /// torn or damaged), in words; shown by `/health`.
     pub(crate) wal_tail: Option<String>,
-    /// The lock of a WAL directory outside the store.
-    wal_lock: Option<std::fs::File>,
+    pub(crate) locks: DirLocks,
+}
+
+/// The flock locks of the data directory and of a WAL directory outside it.
+pub(crate) struct DirLocks {
+    pub dir: std::fs::File,
+    pub wal: Option<std::fs::File>,
+}
+
+impl DirLocks {
+    /// Release both now, not when the last handle on the lock files
+    /// closes: a child process forked meanwhile by any thread holds a
+    /// copy until its exec, and `flock` locks belong to the open file, so
+    /// an open right after `close` would fail.
+    fn release(&self) {
+        let _ = self.dir.unlock();
+        if let Some(l) = &self.wal {
+            let _ = l.unlock();
+        }
+    }
 }
 
 impl Shared {
-    pub(crate) fn manifest(&self) -> MutexGuard<'_, Manifest> {
-        self.manifest.lock_or_recover()
-    }
-    pub(crate) fn graveyard(&self) -> MutexGuard<'_, Vec<Arc<crate::hfile::HFileReader>>> {
-        self.graveyard.lock_or_recover()
-    }
-    pub(crate) fn wal(&self) -> MutexGuard<'_, WalWriter> {
-        self.wal.lock_or_recover()
-    }
-    pub(crate) fn next_file_id(&self) -> u64 {
-        self.next_file_ids(1)
-    }
-    /// Reserve `n` consecutive file ids; the first.
-    pub(crate) fn next_file_ids(&self, n: usize) -> u64 {
-        self.next_file_id.fetch_add(n as u64, Ordering::SeqCst)
-    }
     /// `Err(ReadOnly)` on a read-only store: `what` would change it.
     pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
         if self.opts.read_only {
             // Stopped for a reason (a daemon serving reads on a full
             // disk): that reason is the better answer.
-            self.check_poisoned()?;
+            self.poison.check()?;
             return Err(Error::ReadOnly {
                 what,
                 dir: self.dir.clone(),
@@ -133,55 +115,21 @@ impl Shared {
         }
         Ok(())
     }
-    pub(crate) fn check_poisoned(&self) -> Result<()> {
-        match &*self.poisoned.lock_or_recover() {
-            Some(cause) => Err(Error::Poisoned {
-                cause: cause.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-    /// Stop the write path after an I/O failure; returns the error to give.
-    pub(crate) fn poison(&self, e: &Error) -> Error {
-        let mut p = self.poisoned.lock_or_recover();
-        if p.is_none() {
-            tracing::error!("write path stopped: {e}");
-            *p = Some(e.to_string());
-        }
-        Error::Poisoned {
-            cause: p.clone().unwrap_or_default(),
-        }
-    }
-    pub(crate) fn tables_snapshot(&self) -> Vec<Arc<Table>> {
-        self.tables.read_or_recover().values().cloned().collect()
-    }
-    /// Ask the commit thread to free the oldest WAL segment when more
-    /// than `wal_segments_max` are live.
-    pub(crate) fn request_unpin(&self) {
-        if self.wal().segment_count() > self.opts.wal_segments_max {
-            let _ = self.commit_tx.send(Msg::Unpin);
-        }
+
+    /// Append to the manifest, stopping the write path on an I/O failure
+    /// (`Catalog::append`).
+    pub(crate) fn append(&self, records: &[Record]) -> Result<()> {
+        self.catalog.append(&self.poison, records)
     }
 
-    pub(crate) fn request_flush(&self, table: u32) {
-        let _ = self.flush_tx.send(Some(table));
-    }
-    pub(crate) fn notify_flush_progress(&self) {
-        let mut g = self.progress.0.lock_or_recover();
-        *g += 1;
-        self.progress.1.notify_all();
-    }
-    pub(crate) fn wait_flush_progress(&self, timeout: Duration) {
-        let g = self.progress.0.lock_or_recover();
-        let _ = self.progress.1.wait_timeout(g, timeout);
-    }
     /// Per table, the sequence number up to which every region's edits
     /// are in HFiles (a WAL segment retires when it holds nothing newer).
     pub(crate) fn durable_seqs(&self) -> HashMap<TableId, SeqNo> {
-        let applied = self.gate.applied();
-        self.tables_snapshot()
+        let applied = self.write.gate.applied();
+        self.catalog
+            .tables()
             .iter()
-            .map(|t| (TableId(t.id), SeqNo(t.durable_seq(applied))))
+            .map(|t| (t.id, SeqNo(t.durable_seq(applied))))
             .collect()
     }
 
@@ -192,11 +140,11 @@ impl Shared {
         // Unlinks and the directory fsync run outside the WAL lock: the
         // commit thread appends meanwhile.
         let (segs, (backend, dir)) = {
-            let mut w = self.wal();
+            let mut w = self.write.wal();
             (w.take_retirable(&f), w.files())
         };
         let outcome = crate::wal::delete_segments(&*backend, &dir, segs);
-        self.wal().delete_or_restore(outcome)?;
+        self.write.wal().delete_or_restore(outcome)?;
         Ok(())
     }
 
@@ -205,7 +153,7 @@ impl Shared {
     pub(crate) fn memstore_usage(&self) -> MemUsage {
         let mut u = MemUsage::default();
         let mut top = 0;
-        for t in self.tables_snapshot() {
+        for t in self.catalog.tables() {
             for r in t.regions().iter() {
                 let (a, f, n) = r.memstore_load();
                 u.active += a;
@@ -219,76 +167,6 @@ impl Shared {
         }
         u
     }
-
-    /// The lowest region id table `table` never used.
-    pub(crate) fn next_region_id(&self, table: u32) -> Result<u32> {
-        let m = self.manifest();
-        let t = m
-            .state()
-            .tables
-            .get(&table)
-            .ok_or_else(|| Error::invalid("table", format!("no table id {table}")))?;
-        t.next_region_id
-            .checked_add(2)
-            .map(|_| t.next_region_id)
-            .ok_or_else(|| Error::invalid("region", "region ids exhausted"))
-    }
-
-    /// Append to the manifest; an I/O failure leaves its tail unknown, so
-    /// it stops the write path.
-    pub(crate) fn append_or_poison(&self, records: &[Record]) -> Result<()> {
-        let r = self.manifest().append(records);
-        r.map_err(|e| match e {
-            Error::InvalidInput { .. } => e,
-            other => self.poison(&other),
-        })
-    }
-
-    fn table(&self, name: &str) -> Result<Arc<Table>> {
-        let found = self.tables.read_or_recover().get(name).cloned();
-        // The lock is released before the error takes it again.
-        found.ok_or_else(|| self.unknown_table(name))
-    }
-
-    /// The error for a missing table, naming the tables there are.
-    fn unknown_table(&self, name: &str) -> Error {
-        let tables = self.tables.read_or_recover();
-        let mut names: Vec<&str> = tables.keys().map(String::as_str).collect();
-        names.sort_unstable();
-        let shown = match names.len() {
-            0 => "none".to_string(),
-            n if n > 20 => format!("{}, … ({n} in all)", names[..20].join(", ")),
-            _ => names.join(", "),
-        };
-        Error::UnknownTable(format!("{name:?} (tables: {shown})"))
-    }
-}
-
-/// Latency histograms the engine records (for the daemon's `/metrics`).
-#[derive(Clone)]
-pub struct EngineMetrics {
-    /// WAL writes that fdatasync (group commits with a `sync` writer, and
-    /// the `async` timer), in seconds.
-    pub wal_sync_seconds: prometheus_client::metrics::histogram::Histogram,
-    /// Seconds per memstore flush.
-    pub flush_seconds: prometheus_client::metrics::histogram::Histogram,
-    /// Accepted puts, from submission to acknowledgement (queueing for
-    /// the commit thread, the WAL write and sync, the memstore insert).
-    pub write_seconds: prometheus_client::metrics::histogram::Histogram,
-    /// Seconds per compaction.
-    pub compaction_seconds: prometheus_client::metrics::histogram::Histogram,
-}
-
-impl Default for EngineMetrics {
-    fn default() -> Self {
-        use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-        EngineMetrics {
-            wal_sync_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
-            flush_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
-            write_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
-            compaction_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
-        }
-    }
 }
 
 /// Memstore memory across the store.
@@ -298,7 +176,7 @@ pub(crate) struct MemUsage {
     pub frozen: usize,
     /// Frozen memstores (being flushed or waiting for the flusher).
     pub frozen_count: usize,
-    pub largest: Option<(u32, Arc<Region>)>,
+    pub largest: Option<(TableId, Arc<Region>)>,
 }
 
 impl MemUsage {
@@ -408,7 +286,7 @@ impl Store {
     /// `Ok` while the write path works; the error that stopped it
     /// otherwise.
     pub fn health(&self) -> Result<()> {
-        self.shared.check_poisoned()
+        self.shared.poison.check()
     }
 
     /// What the last open found wrong but could go past: the WAL's last
@@ -421,12 +299,12 @@ impl Store {
     /// [`Store::health`] says why (a daemon that opened a store read-only
     /// because the disk was full serves reads, saying so).
     pub fn stop_writes(&self, cause: &Error) {
-        let _ = self.shared.poison(cause);
+        let _ = self.shared.poison.stop(cause);
     }
 
     /// The engine's latency histograms.
     pub fn metrics(&self) -> EngineMetrics {
-        self.shared.metrics.clone()
+        self.shared.counters.metrics.clone()
     }
 
     /// The I/O backend in use.
@@ -439,19 +317,19 @@ impl Store {
     pub fn create_table(&self, schema: TableSchema) -> Result<u32> {
         self.shared.check_writable("create table")?;
         schema.validate()?;
-        let mut tables = self.shared.tables.write_or_recover();
+        let mut tables = self.shared.catalog.tables_mut();
         if let Some(t) = tables.get(&schema.name) {
             return match t.current_schema().diff(&schema) {
-                None => Ok(t.id),
+                None => Ok(t.id.0),
                 Some(detail) => Err(Error::SchemaConflict {
                     name: schema.name.clone(),
                     detail,
                 }),
             };
         }
-        let mut m = self.shared.manifest();
+        let mut m = self.shared.catalog.manifest();
         let id = m.state().tables.keys().next_back().map_or(1, |k| k + 1);
-        let dir = flush::table_dir(&self.shared, id);
+        let dir = flush::table_dir(&self.shared, TableId(id));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         self.shared
             .backend
@@ -465,34 +343,28 @@ impl Store {
                 start: *s,
             })
             .collect();
-        let created = m.append(&[Record::CreateTable {
+        let record = Record::CreateTable {
             table_id: id,
             schema: schema.clone(),
             regions: defs.clone(),
             next_region_id: defs.len() as u32,
-        }]);
+        };
+        catalog::Catalog::append_to(&mut m, &self.shared.poison, &[record])?;
         drop(m);
-        if let Err(e) = created {
-            // A failed manifest write leaves its tail unknown: stop writes.
-            return Err(match e {
-                Error::InvalidInput { .. } => e,
-                other => self.shared.poison(&other),
-            });
-        }
         let fw = schema.fields_width();
         let regions = defs
             .iter()
             .enumerate()
             .map(|(i, d)| {
                 let end = starts.get(i + 1).copied();
-                let st = Region::empty_state(fw, vec![]);
-                Arc::new(Region::new(d.id, d.start, end, st, 0))
+                let v = RegionVersion::new(fw, vec![], 0);
+                Arc::new(Region::new(RegionId(d.id), d.start, end, v))
             })
             .collect();
         tables.insert(
             schema.name.clone(),
             Arc::new(Table::new(
-                id,
+                TableId(id),
                 schema,
                 regions,
                 self.shared.opts.latest_cache_devices,
@@ -503,7 +375,7 @@ impl Store {
 
     /// Schema of a table (with its current block encoding).
     pub fn schema(&self, table: &str) -> Result<TableSchema> {
-        Ok(self.shared.table(table)?.current_schema())
+        Ok(self.shared.catalog.table(table)?.current_schema())
     }
 
     /// Make compactions of `table` write `encoding` from now
@@ -512,23 +384,15 @@ impl Store {
     /// converts a whole table.
     pub fn set_table_encoding(&self, table: &str, encoding: BlockEncoding) -> Result<()> {
         self.shared.check_writable("set table encoding")?;
-        let t = self.shared.table(table)?;
+        let t = self.shared.catalog.table(table)?;
         let _flushing = t.flush_lock.lock_or_recover();
         if t.encoding() == encoding {
             return Ok(());
         }
-        let mut m = self.shared.manifest();
-        let done = m.append(&[Record::TableEncoding {
-            table_id: t.id,
+        self.shared.append(&[Record::TableEncoding {
+            table_id: t.id.0,
             encoding,
-        }]);
-        drop(m);
-        if let Err(e) = done {
-            return Err(match e {
-                Error::InvalidInput { .. } => e,
-                other => self.shared.poison(&other),
-            });
-        }
+        }])?;
         t.set_encoding(encoding);
         Ok(())
     }
@@ -537,7 +401,8 @@ impl Store {
     pub fn table_names(&self) -> Vec<String> {
         let mut v: Vec<_> = self
             .shared
-            .tables_snapshot()
+            .catalog
+            .tables()
             .iter()
             .map(|t| t.schema.name.clone())
             .collect();
@@ -546,7 +411,7 @@ impl Store {
     }
 
     fn submit(&self, table: Arc<Table>, op: Op, durability: Durability) -> Result<u64> {
-        self.shared.check_poisoned()?;
+        self.shared.poison.check()?;
         self.admit(&table)?;
         let (tx, rx) = bounded(1);
         self.commit_tx
@@ -586,7 +451,7 @@ impl Store {
         durability: Durability,
     ) -> Result<WriteAck> {
         self.shared.check_writable("write")?;
-        let t = self.shared.table(table)?;
+        let t = self.shared.catalog.table(table)?;
         let width = t.schema.row_width();
         let per = (self.batch_bytes_max() / width).max(1) * width;
         if rows.len() <= per {
@@ -621,7 +486,7 @@ impl Store {
         durability: Durability,
     ) -> Result<WriteAck> {
         self.shared.check_writable("write")?;
-        let t = self.shared.table(table)?;
+        let t = self.shared.catalog.table(table)?;
         self.write_batch(t, rows, durability)
     }
 
@@ -648,7 +513,7 @@ impl Store {
         }
         let t0 = std::time::Instant::now();
         let first_seq = self.submit(t, Op::Put(rows), durability)?;
-        let m = &self.shared.metrics.write_seconds;
+        let m = &self.shared.counters.metrics.write_seconds;
         m.observe(t0.elapsed().as_secs_f64());
         Ok(WriteAck {
             first_seq,
@@ -665,7 +530,7 @@ impl Store {
         durability: Durability,
     ) -> Result<WriteAck> {
         self.shared.check_writable("write")?;
-        let t = self.shared.table(table)?;
+        let t = self.shared.catalog.table(table)?;
         let max = crate::wal::frame::FRAME_PAYLOAD_MAX / crate::wal::frame::POINT_DELETE_LEN;
         if points.is_empty() || points.len() > max {
             return Err(Error::invalid(
@@ -692,7 +557,7 @@ impl Store {
         durability: Durability,
     ) -> Result<WriteAck> {
         self.shared.check_writable("write")?;
-        let t = self.shared.table(table)?;
+        let t = self.shared.catalog.table(table)?;
         if from > to {
             return Err(Error::invalid(
                 "delete range",
@@ -737,8 +602,8 @@ impl Store {
     /// call returns once all of them are.)
     pub fn flush_tables(&self, table: Option<&str>) -> Result<()> {
         self.shared.check_writable("flush")?;
-        self.shared.check_poisoned()?;
-        let only = table.map(|n| self.shared.table(n)).transpose()?;
+        self.shared.poison.check()?;
+        let only = table.map(|n| self.shared.catalog.table(n)).transpose()?;
         let (tx, rx) = bounded(1);
         self.commit_tx
             .send(Msg::Freeze(only.as_ref().map(|t| t.id), tx))
@@ -746,50 +611,54 @@ impl Store {
         rx.recv().map_err(|_| Error::Closed)?;
         let tables = match only {
             Some(t) => vec![t],
-            None => self.shared.tables_snapshot(),
+            None => self.shared.catalog.tables(),
         };
         for t in tables {
-            flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison(&e))?;
+            flush::flush_frozen(&self.shared, &t).map_err(|e| self.shared.poison.stop(&e))?;
         }
-        self.shared.check_poisoned()
+        self.shared.poison.check()
     }
 
     /// Rows of put batches applied since open, WAL replay not counted
     /// (cheap: one load; a write acknowledged a moment ago may not be
     /// counted yet).
     pub fn rows_written(&self) -> u64 {
-        self.shared.rows_applied.load(Ordering::Relaxed)
+        self.shared.counters.rows_applied.load(Ordering::Relaxed)
     }
 
     /// Counters (counting every write acknowledged before the call).
     pub fn stats(&self) -> StoreStats {
-        self.shared.gate.wait_caught_up();
-        let limiter = self.shared.limiter.as_deref();
+        self.shared.write.gate.wait_caught_up();
+        let limiter = self.shared.background.limiter.as_deref();
         let mut s = StoreStats {
             io: Some(self.io_kind()),
-            wal_segments: self.shared.wal().segment_count(),
+            wal_segments: self.shared.write.wal().segment_count(),
             cache: self.shared.cache.stats(),
-            stalled_writes: self.shared.stalls.load(Ordering::Relaxed),
-            busy_writes: self.shared.busy.load(Ordering::Relaxed),
-            slowed_writes: self.shared.slowed.load(Ordering::Relaxed),
+            stalled_writes: self.shared.counters.stalls.load(Ordering::Relaxed),
+            busy_writes: self.shared.counters.busy.load(Ordering::Relaxed),
+            slowed_writes: self.shared.counters.slowed.load(Ordering::Relaxed),
             compaction_debt_bytes: self.shared.compaction_debt(),
             background_write_rate_bytes_per_sec: limiter.map_or(0, |l| l.rate()),
             background_write_bytes: limiter.map_or(0, |l| l.bytes_through()),
             background_write_wait_ms: limiter.map_or(0, |l| l.waited().as_millis() as u64),
-            files_read_ahead: self.shared.files_read_ahead.load(Ordering::Relaxed),
+            files_read_ahead: self
+                .shared
+                .counters
+                .files_read_ahead
+                .load(Ordering::Relaxed),
             rows_written: self.rows_written(),
             memstore_limit_bytes: self.shared.opts.memstore_global_bytes,
             block_cache_capacity_bytes: self.shared.opts.block_cache_bytes,
             ..Default::default()
         };
-        for t in self.shared.tables_snapshot() {
+        for t in self.shared.catalog.tables() {
             let l = t.latest.stats();
             s.latest_cache.hits += l.hits;
             s.latest_cache.misses += l.misses;
             s.latest_cache.entries += l.entries;
             let mut seen = std::collections::HashSet::new();
             for r in t.regions().iter() {
-                let st = r.snapshot();
+                let st = r.version();
                 for f in st.files.iter().filter(|f| seen.insert(f.file_id())) {
                     s.hfiles += 1;
                     s.hfile_bytes += f.len_bytes();
@@ -806,7 +675,7 @@ impl Store {
     /// Close: stop accepting writes, sync the WAL, stop background threads.
     pub fn close(mut self) -> Result<()> {
         self.shutdown();
-        self.shared.check_poisoned()
+        self.shared.poison.check()
     }
 
     /// Stop in dependency order (`threads.rs`): close the monitor's and
@@ -814,24 +683,14 @@ impl Store {
     /// join them all, the flusher last.
     fn shutdown(&mut self) {
         self.monitor_tx = None;
-        self.shared.closing.store(true, Ordering::Relaxed);
-        self.shared.compact_tx.lock_or_recover().take();
+        self.shared.background.close();
         let _ = self.commit_tx.send(Msg::Shutdown);
         if let Some(threads) = self.threads.take() {
-            threads.stop(|| {
-                let _ = self.shared.flush_tx.send(None);
-            });
+            threads.stop(|| self.shared.background.stop_flusher());
         }
-        self.shared.prefetch.stop();
+        self.shared.background.prefetch.stop();
         compact::sweep_graveyard(&self.shared);
-        // Release the directory lock now, not when the last handle on the
-        // lock file closes: a child process forked meanwhile by any thread
-        // holds a copy of it until its exec, and `flock` locks belong to
-        // the open file, so an open right after `close` would fail.
-        let _ = self.shared.dir_lock.unlock();
-        if let Some(l) = &self.shared.wal_lock {
-            let _ = l.unlock();
-        }
+        self.shared.locks.release();
     }
 
     /// Write stall: while a region of the table has more than
@@ -857,14 +716,14 @@ impl Store {
         let most_files = t.regions().iter().map(|r| r.file_count()).max();
         let most_files = most_files.unwrap_or(0);
         if most_files * 2 > o.blocking_file_count {
-            self.shared.gate.wait_caught_up();
+            self.shared.write.gate.wait_caught_up();
         }
         let slow = self
             .shared
             .debt_slowdown()
             .max(self.runs_slowdown(t, most_files));
         if !slow.is_zero() {
-            self.shared.slowed.fetch_add(1, Ordering::Relaxed);
+            self.shared.counters.slowed.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(slow);
         }
         let over = || {
@@ -890,6 +749,7 @@ impl Store {
         }
         if self
             .shared
+            .counters
             .stalls
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(1000)
@@ -915,8 +775,10 @@ impl Store {
             for r in &files {
                 self.shared.request_compaction(t.id, r, false);
             }
-            self.shared.check_poisoned()?;
-            self.shared.wait_flush_progress(Duration::from_millis(20));
+            self.shared.poison.check()?;
+            self.shared
+                .background
+                .wait_flush_progress(Duration::from_millis(20));
             let mem;
             (files, mem) = over();
             if files.is_empty() && !mem && !debt() {
@@ -929,7 +791,7 @@ impl Store {
                 let _ = self.commit_tx.send(Msg::Relieve);
             }
             if std::time::Instant::now() >= deadline {
-                self.shared.busy.fetch_add(1, Ordering::Relaxed);
+                self.shared.counters.busy.fetch_add(1, Ordering::Relaxed);
                 return Err(Error::Busy {
                     retry_after_ms: o.write_stall_max_ms.clamp(100, 5_000),
                 });

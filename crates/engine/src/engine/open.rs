@@ -5,12 +5,13 @@ use super::apply::{Applier, APPLY_QUEUE_BYTES};
 use super::budget::ByteBudget;
 use super::commit::{apply, Committer, Op};
 use super::flush::{self, file_name};
-use super::table::{Region, Table};
+use super::region::{Region, RegionVersion};
+use super::table::Table;
 use super::{Options, Shared, Store};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::hfile::HFileReader;
-use crate::ids::{SeqNo, TableId};
+use crate::ids::{RegionId, SeqNo, TableId};
 use crate::io::{self, BackendRef, IoChoice};
 use crate::key::DeviceId;
 use crate::manifest::{Manifest, TableEntry};
@@ -20,8 +21,7 @@ use crate::wal::{self, WalWriter};
 use crossbeam_channel::{bounded, unbounded};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::Arc;
 
 /// Open in named phases: take the directory ([`lock_phase`]), pick the
 /// I/O backend ([`select_backend`]), load the catalog ([`load_catalog`]:
@@ -53,9 +53,9 @@ pub fn open(dir: &Path, opts: Options) -> Result<Store> {
     }
     // Memstores frozen during replay are flushed now (no writer can run
     // before `open` returns).
-    for t in shared.tables_snapshot() {
+    for t in shared.catalog.tables() {
         if t.frozen_count() > 0 {
-            shared.request_flush(t.id);
+            shared.background.request_flush(t.id);
         }
     }
     let commit_tx = channels.commit_tx.clone();
@@ -100,7 +100,7 @@ fn select_backend(opts: &Options) -> Result<BackendRef> {
 }
 
 /// What [`load_catalog`] found on disk.
-struct Catalog {
+struct Loaded {
     manifest: Manifest,
     wal_dir: std::path::PathBuf,
     wal_lock: Option<std::fs::File>,
@@ -115,7 +115,7 @@ struct Catalog {
 
 /// Phase 3: the manifest, the WAL directory (locked), every table's
 /// regions and HFiles.
-fn load_catalog(dir: &Path, opts: &Options, backend: &BackendRef) -> Result<Catalog> {
+fn load_catalog(dir: &Path, opts: &Options, backend: &BackendRef) -> Result<Loaded> {
     let read_only = opts.read_only;
     let mut manifest = if read_only {
         Manifest::open_read_only(dir, backend.clone())?
@@ -145,12 +145,12 @@ fn load_catalog(dir: &Path, opts: &Options, backend: &BackendRef) -> Result<Cata
                 .keys()
                 .filter_map(|f| files.get(f).cloned())
                 .collect();
-            let st = Region::empty_state(fw, mine);
+            let v = RegionVersion::new(fw, mine, r.flushed_seq);
             let end = entry.end_of(start);
-            regions.push(Arc::new(Region::new(r.id, *start, end, st, r.flushed_seq)));
+            regions.push(Arc::new(Region::new(RegionId(r.id), *start, end, v)));
         }
         let t = Table::new(
-            *id,
+            TableId(*id),
             entry.schema.clone(),
             regions,
             opts.latest_cache_devices,
@@ -166,7 +166,7 @@ fn load_catalog(dir: &Path, opts: &Options, backend: &BackendRef) -> Result<Cata
             (TableId(*id), SeqNo(seq.unwrap_or(0)))
         })
         .collect();
-    Ok(Catalog {
+    Ok(Loaded {
         manifest,
         wal_dir,
         wal_lock,
@@ -189,7 +189,7 @@ fn replay_phase(
     dir: &Path,
     opts: &Options,
     backend: &BackendRef,
-    catalog: &Catalog,
+    catalog: &Loaded,
 ) -> Result<Replayed> {
     let now = opts.clock.now_ms();
     let recovery = match (opts.read_only, opts.salvage_wal) {
@@ -220,7 +220,7 @@ fn replay_phase(
 
 /// The receiving ends of the threads' channels, until they start.
 struct Channels {
-    flush_rx: crossbeam_channel::Receiver<Option<u32>>,
+    flush_rx: crossbeam_channel::Receiver<Option<TableId>>,
     commit_tx: crossbeam_channel::Sender<super::commit::Msg>,
     commit_rx: crossbeam_channel::Receiver<super::commit::Msg>,
     compact_rx: crossbeam_channel::Receiver<super::compact::Job>,
@@ -228,19 +228,15 @@ struct Channels {
 
 /// Phase 5: open the WAL for writing (retiring what every region flushed)
 /// and build the state the store and its threads share.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one field per line of `Shared` (28); shrinks when Shared is split by role"
-)]
 fn build_shared(
     dir: &Path,
     opts: Options,
     backend: BackendRef,
-    catalog: Catalog,
+    catalog: Loaded,
     replayed: Replayed,
     dir_lock: std::fs::File,
 ) -> Result<(Arc<Shared>, Channels)> {
-    let Catalog {
+    let Loaded {
         manifest,
         wal_dir,
         wal_lock,
@@ -266,12 +262,11 @@ fn build_shared(
         w.retire(&|t| flushed.get(&t).copied().unwrap_or_default())?;
         w
     };
-    let max_file_id = manifest.state().max_file_id;
-    let device_index = super::devices::DeviceIndex::build(manifest.state().devices.iter());
     let (flush_tx, flush_rx) = unbounded();
     let (commit_tx, commit_rx) = unbounded();
     let (compact_tx, compact_rx) = unbounded();
     let limit = opts.background_write_bytes_per_sec;
+    let limiter = (limit > 0).then(|| Arc::new(crate::io::rate::RateLimiter::new(limit)));
     let prefetch = Prefetcher::start(std::thread::available_parallelism().map_or(2, |n| n.get()))
         .map_err(|e| Error::io("<read-ahead threads>", e))?;
     let shared = Arc::new(Shared {
@@ -279,36 +274,16 @@ fn build_shared(
         backend,
         opts,
         cache,
-        tables: RwLock::new(
-            tables
-                .into_values()
-                .map(|t| (t.schema.name.clone(), t))
-                .collect(),
-        ),
-        manifest: Mutex::new(manifest),
-        wal: Mutex::new(writer),
-        poisoned: Mutex::new(None),
-        next_file_id: AtomicU64::new(max_file_id + 1),
-        flush_tx,
-        commit_tx: commit_tx.clone(),
-        progress: (Mutex::new(0), Condvar::new()),
-        gate: super::visibility::SeqGate::new(next_seq - 1),
-        prefetch: Arc::new(prefetch),
-        closing: AtomicBool::new(false),
-        compact_tx: Mutex::new(Some(compact_tx)),
-        graveyard: Mutex::new(Vec::new()),
-        stalls: AtomicU64::new(0),
-        busy: AtomicU64::new(0),
-        slowed: AtomicU64::new(0),
-        compaction_debt: AtomicU64::new(0),
-        limiter: (limit > 0).then(|| Arc::new(crate::io::rate::RateLimiter::new(limit))),
-        files_read_ahead: AtomicU64::new(0),
-        rows_applied: AtomicU64::new(0),
-        metrics: super::EngineMetrics::default(),
-        devices: RwLock::new(device_index),
+        catalog: super::catalog::Catalog::new(manifest, tables.into_values().collect()),
+        write: super::writepath::WritePath::new(writer, commit_tx.clone(), next_seq - 1),
+        poison: super::poison::Poison::default(),
+        background: super::background::Background::new(flush_tx, compact_tx, limiter, prefetch),
+        counters: super::counters::Counters::default(),
         wal_tail,
-        dir_lock,
-        wal_lock,
+        locks: super::DirLocks {
+            dir: dir_lock,
+            wal: wal_lock,
+        },
     });
     let channels = Channels {
         flush_rx,
@@ -404,10 +379,10 @@ fn spawn_niced(
         .map_err(|e| Error::io(name, e))
 }
 
-fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
+fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<TableId>>) {
     let _io = shared.enter_background_io();
     while let Ok(Some(id)) = rx.recv() {
-        let Some(t) = shared.tables_snapshot().into_iter().find(|t| t.id == id) else {
+        let Some(t) = shared.catalog.tables().into_iter().find(|t| t.id == id) else {
             continue;
         };
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -419,8 +394,8 @@ fn flusher(shared: Arc<Shared>, rx: crossbeam_channel::Receiver<Option<u32>>) {
             Err(_) => Error::invalid("flush", "the flush thread panicked (a bug)"),
         };
         // Writers waiting for flush room wake up on the poison.
-        shared.poison(&err);
-        shared.notify_flush_progress();
+        shared.poison.stop(&err);
+        shared.background.notify_flush_progress();
     }
 }
 

@@ -35,13 +35,14 @@ impl Shared {
     pub(crate) fn refresh_compaction_debt(&self) -> u64 {
         let policy = &self.opts.compaction;
         let debt: u64 = self
-            .tables_snapshot()
+            .catalog
+            .tables()
             .iter()
             .flat_map(|t| t.regions().iter().cloned().collect::<Vec<_>>())
             .map(|r| r.compaction_debt(policy))
             .sum();
-        self.compaction_debt.store(debt, Relaxed);
-        if let Some(l) = &self.limiter {
+        self.background.compaction_debt.store(debt, Relaxed);
+        if let Some(l) = &self.background.limiter {
             let max = self.opts.background_write_bytes_per_sec;
             let slow = self.opts.compaction_debt_slowdown_bytes;
             l.set_rate(match self.opts.background_write_auto {
@@ -54,7 +55,7 @@ impl Shared {
 
     /// The store's compaction debt as last refreshed.
     pub(crate) fn compaction_debt(&self) -> u64 {
-        self.compaction_debt.load(Relaxed)
+        self.background.compaction_debt.load(Relaxed)
     }
 
     /// Whether the debt stops writes.

@@ -2,7 +2,8 @@
 //! scans, merged over memstores and HFiles with newest-version-wins,
 //! tombstones, TTL and version limits.
 
-use super::table::{Region, Table, TableState};
+use super::region::{Region, RegionVersion};
+use super::table::Table;
 use super::Store;
 use crate::cell::RangeTombstone;
 use crate::error::{Error, Result};
@@ -38,7 +39,7 @@ pub struct ReadStats {
 /// clipped to it, the read's sequence number, and a flag to clear to
 /// stop the read.
 type RegionRun<'a> =
-    dyn FnMut(&Region, TableState, &Query, u64, &mut bool) -> Result<ReadStats> + 'a;
+    dyn FnMut(&Region, Arc<RegionVersion>, &Query, u64, &mut bool) -> Result<ReadStats> + 'a;
 
 /// Which cells a read wants.
 #[derive(Clone, Copy)]
@@ -57,7 +58,7 @@ struct Query {
 
 impl Store {
     fn read_table(&self, table: &str) -> Result<Arc<Table>> {
-        self.shared.table(table)
+        self.shared.catalog.table(table)
     }
 
     /// The table of a read over `[from, to]`, which must not be reversed.
@@ -110,7 +111,7 @@ impl Store {
         // Every write acknowledged before this point is applied before the
         // regions are listed (a split meanwhile moves pending writes to
         // the daughters, not to the parents a read would have listed).
-        self.shared.gate.wait_caught_up();
+        self.shared.write.gate.wait_caught_up();
         let all = t.regions();
         // Regions are sorted by start: begin at the one holding `lo`.
         let first = all.partition_point(|r| r.start <= q.lo).saturating_sub(1);
@@ -122,7 +123,7 @@ impl Store {
         // Everything applied before this point (every acknowledged write,
         // after the wait above) is visible; anything applied later is
         // ignored, even if a memstore chunk copied below already holds it.
-        let (read_seq, states) = t.read_snapshot(&self.shared.gate, &regions);
+        let (read_seq, states) = t.read_snapshot(&self.shared.write.gate, &regions);
         let mut total = ReadStats::default();
         let mut more = true;
         for (r, st) in regions.iter().zip(states) {
@@ -144,7 +145,7 @@ impl Store {
         &self,
         t: &Table,
         r: &Region,
-        st: TableState,
+        st: Arc<RegionVersion>,
         q: &Query,
         read_seq: u64,
         visit: impl FnMut(RowView<'_>) -> bool,
@@ -170,7 +171,7 @@ impl Store {
             tombs.extend_from_slice(f.range_tombstones());
             if wants_file(f, q) {
                 stats.files_read += 1;
-                let pf = Some(self.shared.prefetch.clone());
+                let pf = Some(self.shared.background.prefetch.clone());
                 let src = match q.first_rows {
                     true => FileSource::first_rows(f.clone(), q.lo, q.hi, pf)?,
                     false => FileSource::new(f.clone(), q.lo, q.hi, pf)?,
@@ -217,7 +218,7 @@ impl Store {
         &self,
         t: &Table,
         r: &Region,
-        st: TableState,
+        st: Arc<RegionVersion>,
         q: &Query,
         read_seq: u64,
         slots: &Arc<[FieldSlot]>,
@@ -227,7 +228,7 @@ impl Store {
             return self.run_region(t, r, st, q, read_seq, |v| visit(Piece::Row(v)));
         };
         let (vis, now) = self.visibility(t, q, read_seq, Vec::new());
-        let pf = self.shared.prefetch.clone();
+        let pf = self.shared.background.prefetch.clone();
         let rows = columns::scan_file(&file, &q.lo, &q.hi, &vis, slots, Some(&pf), visit)?;
         r.stats.on_read(now, rows);
         Ok(ReadStats {
@@ -285,7 +286,7 @@ impl Store {
         let mut fill = None;
         if n == 1 {
             // Every acknowledged write is applied, and so in the cache.
-            self.shared.gate.wait_caught_up();
+            self.shared.write.gate.wait_caught_up();
             if let Some(r) = t.latest.get(device) {
                 return Ok(self.cached_latest(&t, r));
             }
@@ -483,7 +484,7 @@ impl Store {
         devices: Option<&[u64]>,
     ) -> Result<Vec<KeySpan>> {
         let t = self.range_table(table, from, to)?;
-        self.shared.gate.wait_caught_up();
+        self.shared.write.gate.wait_caught_up();
         let mut out = Vec::new();
         for r in t.regions().iter() {
             let span = KeySpan {
@@ -497,7 +498,7 @@ impl Store {
             else {
                 continue;
             };
-            let st = r.snapshot();
+            let st = r.version();
             let in_memory = std::iter::once(&st.active)
                 .chain(st.frozen.iter())
                 .any(|m| !m.is_empty());
@@ -574,7 +575,7 @@ fn wants_file(f: &HFileReader, q: &Query) -> bool {
 /// region, when it is: no memstore holds a cell in the range, no range
 /// tombstone of the snapshot applies, one file is read and every cell of
 /// it is in the snapshot (a batch read then needs no merge).
-fn only_columnar_source(st: &TableState, q: &Query, read_seq: u64) -> Option<Arc<HFileReader>> {
+fn only_columnar_source(st: &RegionVersion, q: &Query, read_seq: u64) -> Option<Arc<HFileReader>> {
     let applies = |t: &RangeTombstone| t.seq <= read_seq && q.device.is_none_or(|d| t.device == d);
     let mut probe = Vec::new();
     for m in std::iter::once(&st.active).chain(st.frozen.iter()) {
@@ -655,11 +656,11 @@ mod parallel {
         mut visit: impl FnMut(Piece<'_>) -> bool,
     ) -> Result<ReadStats> {
         // As in `Store::run`: applied up to now, then list the regions.
-        store.shared.gate.wait_caught_up();
+        store.shared.write.gate.wait_caught_up();
         let regions = t.regions();
         // All regions are snapshotted now, not when their sub-scan starts:
         // the scan is one point in time however slowly it is consumed.
-        let (read_seq, states) = t.read_snapshot(&store.shared.gate, &regions);
+        let (read_seq, states) = t.read_snapshot(&store.shared.write.gate, &regions);
         let fw = t.schema.fields_width();
         let (senders, receivers): (Vec<Sender<Msg>>, Vec<Receiver<Msg>>) =
             regions.iter().map(|_| bounded(CHUNKS_AHEAD)).unzip();
@@ -715,7 +716,7 @@ mod parallel {
 
     impl Job<'_> {
         /// Scan one region into its channel; false when the caller stopped.
-        fn region(&self, r: &Region, st: TableState, tx: &Sender<Msg>) -> bool {
+        fn region(&self, r: &Region, st: Arc<RegionVersion>, tx: &Sender<Msg>) -> bool {
             let Some((lo, hi)) = region::clip(&self.q.lo, &self.q.hi, &r.start, r.end.as_ref())
             else {
                 return tx.send(Msg::Done(Ok(ReadStats::default()))).is_ok();

@@ -5,6 +5,7 @@
 use super::split;
 use super::{Shared, Store};
 use crate::error::{Error, Result};
+use crate::ids::RegionId;
 use crate::key::RowKey;
 use crate::region::hotspot::{self, HotEvent};
 use crate::region::key_hex;
@@ -85,7 +86,7 @@ impl Shared {
     pub(crate) fn check_hotspots(&self) {
         let cfg = self.opts.hotspot;
         let now = self.opts.clock.now_ms();
-        for t in self.tables_snapshot() {
+        for t in self.catalog.tables() {
             let regions = t.regions();
             let rate = |w: &crate::region::stats::RateWindow| w.rate(now, cfg.window_secs);
             let writes: Vec<f64> = regions.iter().map(|r| rate(&r.stats.writes)).collect();
@@ -119,7 +120,7 @@ pub(crate) fn monitor(shared: std::sync::Arc<Shared>, stop: crossbeam_channel::R
     {
         shared.check_hotspots();
         shared.schedule_compactions();
-        shared.request_unpin();
+        shared.write.request_unpin(shared.opts.wal_segments_max);
     }
 }
 
@@ -127,8 +128,8 @@ impl Store {
     /// The table's regions in key order, with load statistics (counting
     /// every write acknowledged before the call).
     pub fn regions(&self, table: &str) -> Result<Vec<RegionInfo>> {
-        let t = self.shared.table(table)?;
-        self.shared.gate.wait_caught_up();
+        let t = self.shared.catalog.table(table)?;
+        self.shared.write.gate.wait_caught_up();
         self.shared.check_hotspots();
         let cfg = self.shared.opts.hotspot;
         let now = self.shared.opts.clock.now_ms();
@@ -136,11 +137,11 @@ impl Store {
             .regions()
             .iter()
             .map(|r| {
-                let st = r.snapshot();
+                let st = r.version();
                 let s = &r.stats;
                 let (a, f) = r.memstore_bytes();
                 RegionInfo {
-                    id: r.id,
+                    id: r.id.0,
                     start: key_hex(&r.start),
                     end: r.end.as_ref().map(key_hex),
                     start_key: r.start,
@@ -192,11 +193,11 @@ impl Store {
     /// automatic split point when `None`. Returns the daughters' ids.
     pub fn split_region(&self, table: &str, id: u32, at: Option<RowKey>) -> Result<(u32, u32)> {
         self.shared.check_writable("split")?;
-        self.shared.check_poisoned()?;
-        let t = self.shared.table(table)?;
+        self.shared.poison.check()?;
+        let t = self.shared.catalog.table(table)?;
         let _g = t.flush_lock.lock_or_recover();
         let r = t
-            .region_by_id(id)
+            .region_by_id(RegionId(id))
             .ok_or_else(|| Error::invalid("region", format!("table {table} has no region {id}")))?;
         let at = match at {
             Some(k) => k,
@@ -207,17 +208,18 @@ impl Store {
                 )
             })?,
         };
-        split::split_at(&self.shared, &t, &r, at)
+        let (left, right) = split::split_at(&self.shared, &t, &r, at)?;
+        Ok((left.0, right.0))
     }
 
     /// Merge region `id` with the region after it (flushing both first).
     /// Returns the merged region's id.
     pub fn merge_regions(&self, table: &str, id: u32) -> Result<u32> {
         self.shared.check_writable("merge")?;
-        self.shared.check_poisoned()?;
-        let t = self.shared.table(table)?;
+        self.shared.poison.check()?;
+        let t = self.shared.catalog.table(table)?;
         let _g = t.flush_lock.lock_or_recover();
-        let m = split::merge(&self.shared, &t, id)?;
+        let m = split::merge(&self.shared, &t, RegionId(id))?.0;
         if let Err(e) = self.shared.retire_wal() {
             tracing::warn!("could not retire WAL segments (retried later): {e}");
         }

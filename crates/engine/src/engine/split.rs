@@ -17,11 +17,12 @@
 //! lists the union of their files.
 
 use super::flush::flush_region;
-use super::table::{Region, TableState};
+use super::region::{Region, RegionVersion};
 use super::{Shared, Table};
 use crate::error::{Error, Result};
 use crate::failpoint::pause_at;
 use crate::hfile::writer::KEY_MAX;
+use crate::ids::RegionId;
 use crate::key::RowKey;
 use crate::manifest::Record;
 use crate::region::{self, key_before, key_hex};
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 /// Split region `id` if its data outgrew `region_split_bytes`. The caller
 /// holds the table's flush lock.
-pub fn maybe_split(shared: &Shared, t: &Table, id: u32) -> Result<()> {
+pub fn maybe_split(shared: &Shared, t: &Table, id: RegionId) -> Result<()> {
     let Some(r) = t.region_by_id(id) else {
         return Ok(());
     };
@@ -85,7 +86,12 @@ pub fn auto_point(shared: &Shared, r: &Region) -> Option<RowKey> {
 
 /// Split `r` at `at` (the right daughter's first key). The caller holds
 /// the table's flush lock. Returns the daughters' ids.
-pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Result<(u32, u32)> {
+pub fn split_at(
+    shared: &Shared,
+    t: &Table,
+    r: &Arc<Region>,
+    at: RowKey,
+) -> Result<(RegionId, RegionId)> {
     let inside = at > r.start && r.end.is_none_or(|e| at < e);
     if !inside {
         return Err(Error::invalid(
@@ -98,20 +104,22 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
         .iter()
         .position(|x| Arc::ptr_eq(x, r))
         .ok_or_else(|| Error::invalid("split", format!("region {} is gone", r.id)))?;
-    let next = shared.next_region_id(t.id)?;
-    let (left, right) = (next, next + 1);
+    let next = shared.catalog.next_region_id(t.id)?;
+    let (left, right) = (next, RegionId(next.0 + 1));
     pause_at("split-before-record");
-    shared.append_or_poison(&[Record::Split {
-        table_id: t.id,
-        parent: r.id,
+    shared.append(&[Record::Split {
+        table_id: t.id.0,
+        parent: r.id.0,
         at,
-        left,
-        right,
+        left: left.0,
+        right: right.0,
     }])?;
     pause_at("split-after-record");
-    let st = r.snapshot();
-    let flushed = r.flushed_seq.load(Ordering::Relaxed);
-    let part = |lo: &RowKey, hi: &RowKey| TableState {
+    let st = r.version();
+    // A daughter starts at version 0 of its own, with the parent's files,
+    // flushed and compacted sequence numbers, and its part of each memstore.
+    let part = |lo: &RowKey, hi: &RowKey| RegionVersion {
+        number: 0,
         active: Arc::new(st.active.copy_range_into_new(lo, hi)),
         frozen: st
             .frozen
@@ -119,6 +127,8 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
             .map(|m| Arc::new(m.copy_range_into_new(lo, hi)))
             .collect(),
         files: st.files.clone(),
+        flushed_seq: st.flushed_seq,
+        compacted_seq: st.compacted_seq,
     };
     let left_hi = key_before(&at).expect("at > start");
     let right_hi = r.end.map_or(KEY_MAX, |e| key_before(&e).expect("end > at"));
@@ -127,9 +137,8 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
         r.start,
         Some(at),
         part(&r.start, &left_hi),
-        flushed,
     ));
-    let rr = Arc::new(Region::new(right, at, r.end, part(&at, &right_hi), flushed));
+    let rr = Arc::new(Region::new(right, at, r.end, part(&at, &right_hi)));
     let mut v: Vec<Arc<Region>> = (**map).clone();
     v.splice(idx..=idx, [l.clone(), rr.clone()]);
     r.retired.store(true, Ordering::Release);
@@ -137,7 +146,7 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
     drop(map);
     pause_at("split-after-swap");
     if !st.frozen.is_empty() {
-        shared.request_flush(t.id);
+        shared.background.request_flush(t.id);
     }
     // The daughters inherit the parent's files, and a compaction queued
     // for the parent is dropped with it: each daughter gets its own check.
@@ -150,7 +159,7 @@ pub fn split_at(shared: &Shared, t: &Table, r: &Arc<Region>, at: RowKey) -> Resu
 /// Merge region `left` with the region after it. The caller holds the
 /// table's flush lock (so no flush, split or compaction commit runs).
 /// Returns the merged region's id.
-pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
+pub fn merge(shared: &Shared, t: &Table, left: RegionId) -> Result<RegionId> {
     let regions = t.regions();
     let idx = regions
         .iter()
@@ -181,29 +190,28 @@ pub fn merge(shared: &Shared, t: &Table, left: u32) -> Result<u32> {
     }
     for x in [&l, &r] {
         x.freeze();
-        flush_region(shared, t, x).map_err(|e| shared.poison(&e))?;
+        flush_region(shared, t, x).map_err(|e| shared.poison.stop(&e))?;
     }
-    let merged = shared.next_region_id(t.id)?;
+    let merged = shared.catalog.next_region_id(t.id)?;
     pause_at("merge-before-record");
-    shared.append_or_poison(&[Record::Merge {
-        table_id: t.id,
-        left: l.id,
-        right: r.id,
-        merged,
+    shared.append(&[Record::Merge {
+        table_id: t.id.0,
+        left: l.id.0,
+        right: r.id.0,
+        merged: merged.0,
     }])?;
     pause_at("merge-after-record");
-    let mut files = l.snapshot().files;
-    for f in r.snapshot().files {
+    let (lv, rv) = (l.version(), r.version());
+    let mut files = lv.files.clone();
+    for f in &rv.files {
         if !files.iter().any(|g| g.file_id() == f.file_id()) {
-            files.push(f);
+            files.push(f.clone());
         }
     }
-    let flushed = l
-        .flushed_seq
-        .load(Ordering::Relaxed)
-        .max(r.flushed_seq.load(Ordering::Relaxed));
-    let state = Region::empty_state(t.schema.fields_width(), files);
-    let m = Arc::new(Region::new(merged, l.start, r.end, state, flushed));
+    let flushed = lv.flushed_seq.max(rv.flushed_seq);
+    let mut version = RegionVersion::new(t.schema.fields_width(), files, flushed);
+    version.compacted_seq = lv.compacted_seq.max(rv.compacted_seq);
+    let m = Arc::new(Region::new(merged, l.start, r.end, version));
     let mut v: Vec<Arc<Region>> = (**map).clone();
     v.splice(idx..=idx + 1, [m.clone()]);
     l.retired.store(true, Ordering::Release);

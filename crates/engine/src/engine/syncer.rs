@@ -135,9 +135,9 @@ fn worker(slot: usize, fin: &Finisher, rx: Receiver<(u64, SyncJob)>, free: Sende
         let synced = job.sync.as_ref().map_or(Ok(()), |f| {
             let t0 = Instant::now();
             let r = f.sync_data();
-            let m = &fin.shared.metrics.wal_sync_seconds;
+            let m = &fin.shared.counters.metrics.wal_sync_seconds;
             m.observe(t0.elapsed().as_secs_f64());
-            r.map_err(|e| fin.shared.poison(&e))
+            r.map_err(|e| fin.shared.poison.stop(&e))
         });
         fin.turn.wait_for(ticket);
         fin.finish(job, synced);
@@ -155,12 +155,12 @@ impl Finisher {
         }
         // An earlier group's sync failed: this one's frames may sit on
         // the disk, but nothing after a failure is acknowledged.
-        if let Err(e) = self.shared.check_poisoned() {
+        if let Err(e) = self.shared.poison.check() {
             return reply_all(job.writes, &e);
         }
         // Logged: the writers may be told, and reads begun after that
         // must wait for the memstores to catch up to this point.
-        self.shared.gate.set_logged(job.last_seq);
+        self.shared.write.gate.set_logged(job.last_seq);
         let mut replies = Vec::with_capacity(job.writes.len());
         let group: Vec<Logged> = job
             .writes
@@ -186,7 +186,7 @@ impl Finisher {
         let bytes = group_bytes(&group);
         self.apply_budget.acquire(bytes);
         if self.apply_tx.send(ApplyMsg::Writes(group, bytes)).is_err() {
-            self.shared.poison(&Error::Closed);
+            self.shared.poison.stop(&Error::Closed);
         }
         for (reply, seq) in replies {
             let _ = reply.send(Ok(seq));
@@ -202,7 +202,7 @@ struct PanicGuard<'a>(&'a Finisher);
 impl Drop for PanicGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.shared.poison(&Error::Closed);
+            self.0.shared.poison.stop(&Error::Closed);
             self.0.turn.break_open();
         }
     }

@@ -73,6 +73,7 @@ impl Bloom {
     }
 
     /// `probes u32 | bits u64 | words (bits/64 × u64 LE)`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.encoded);
     }
@@ -82,6 +83,7 @@ impl Bloom {
         self.encoded
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn decode(b: &[u8]) -> Result<Self> {
         Self::decode_owned(b.to_vec())
     }

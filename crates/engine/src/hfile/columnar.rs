@@ -43,6 +43,7 @@ pub fn columnar_block_rows(block_size_bytes: usize) -> usize {
     (block_size_bytes / COLUMNAR_BYTES_PER_ROW).max(1)
 }
 /// Bytes of a chunk header.
+#[cfg(any(test, feature = "testing"))]
 pub const CHUNK_HEADER_LEN: usize = 10;
 /// Key bytes that define a run: hash prefix and device id.
 pub const RUN_KEY_LEN: usize = 10;
@@ -79,6 +80,7 @@ pub struct ColumnarConfig {
 
 /// What one chunk of a block holds (for `describe` and the benchmarks).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(any(test, feature = "testing"))]
 pub struct ChunkStat {
     /// `runs`, `heads`, `ts`, `seq`, `kind` or `field i`.
     pub column: String,
@@ -356,6 +358,7 @@ pub fn decode(body: &[u8], cells: usize, cell_width: usize) -> Result<Vec<u8>> {
 
 /// Per-chunk statistics of a columnar body (for `bench ingest`'s column
 /// table): decodes nothing but the chunk headers.
+#[cfg(any(test, feature = "testing"))]
 pub fn describe(body: &[u8]) -> Result<Vec<ChunkStat>> {
     let mut r = BinReader::new(body, "columnar block");
     let fields = r.u16()? as usize;

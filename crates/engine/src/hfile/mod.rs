@@ -9,9 +9,10 @@ pub mod columns;
 pub mod decimal;
 pub mod reader;
 pub mod sections;
+/// Per-column byte accounting of stored files (lab studies and tests only).
+#[cfg(any(test, feature = "testing"))]
 pub mod stats;
 pub mod writer;
 
 pub use reader::HFileReader;
-pub use sections::FileInfo;
 pub use writer::{publish, HFileWriter, WriterOptions};

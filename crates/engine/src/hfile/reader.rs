@@ -239,8 +239,9 @@ impl HFileReader {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    pub fn file_id(&self) -> u64 {
-        self.file_id
+    /// The file's id (its name, and its blocks' key in the block cache).
+    pub fn file_id(&self) -> crate::ids::FileId {
+        crate::ids::FileId(self.file_id)
     }
     pub fn len_bytes(&self) -> u64 {
         self.len

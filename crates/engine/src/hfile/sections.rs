@@ -19,7 +19,9 @@ pub const HFILE_VERSION_COLUMNAR: u32 = 2;
 /// byte the format before columnar blocks, so older readers read it).
 pub const HFILE_VERSION_ROWS: u32 = 1;
 /// Info section length in version 1 and in versions 2 and 3.
+#[cfg(any(test, feature = "testing"))]
 pub const INFO_LEN_V1: usize = 109;
+#[cfg(any(test, feature = "testing"))]
 pub const INFO_LEN_V2: usize = 110;
 pub const TRAILER_LEN: usize = 76;
 /// Largest metadata section a reader accepts.

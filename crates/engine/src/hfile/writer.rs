@@ -23,7 +23,7 @@ use crate::io::{Backend, IoFile, OpenMode};
 use crate::key::{DeviceId, RowKey};
 use crate::schema::{BlockEncoding, Compression, FieldType, TableSchema};
 use crate::util::bin::crc;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Bytes buffered before a write is issued (a multiple of `DIRECT_ALIGN`).
@@ -97,7 +97,6 @@ pub const COLUMNAR_BLOCK_RAW_MAX: usize = 4 << 20;
 /// Writes one HFile.
 pub struct HFileWriter {
     file: Box<dyn IoFile>,
-    path: PathBuf,
     opts: WriterOptions,
     cell_width: usize,
     raw: Vec<u8>,
@@ -150,7 +149,6 @@ impl HFileWriter {
         };
         Ok(HFileWriter {
             file,
-            path: path.to_path_buf(),
             cell_width: cell::cell_width(opts.fields_width),
             // A columnar file's filter holds device ids only (keys would
             // cost more than the columns: 1.6 bytes per row).
@@ -233,6 +231,7 @@ impl HFileWriter {
 
     /// Close the current block and write the next ones as `encoding`
     /// (tests write files that mix both; the engine never does).
+    #[cfg(any(test, feature = "testing"))]
     pub fn set_block_encoding(&mut self, encoding: BlockEncoding) -> Result<()> {
         self.finish_block()?;
         self.block_encoding = encoding;
@@ -407,10 +406,6 @@ impl HFileWriter {
         self.flush_all()?;
         self.file.sync_all()?;
         Ok((self.info, self.out_offset))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

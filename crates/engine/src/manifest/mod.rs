@@ -486,12 +486,15 @@ impl Manifest {
                         actual,
                     })
                 }
-                other => {
+                Framed::Invalid(why) => {
                     return Err(Error::corrupt(
-                        format!("manifest record ({other:?})"),
+                        why,
                         &path,
                         pos as u64,
                     ))
+                }
+                Framed::Incomplete => {
+                    return Err(Error::corrupt("manifest record cut short", &path, pos as u64))
                 }
             }
         }

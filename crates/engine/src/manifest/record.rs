@@ -372,6 +372,7 @@ pub enum Framed {
 }
 
 /// Decode one framed record of a current-version manifest. Never panics.
+#[cfg(any(test, feature = "testing"))]
 pub fn decode_framed(b: &[u8]) -> Framed {
     decode_framed_v(b, MANIFEST_VERSION)
 }
@@ -387,7 +388,7 @@ pub fn decode_framed_v(b: &[u8], version: u32) -> Framed {
     }
     let len = le_u32(b, 0) as usize;
     if len > RECORD_LEN_MAX {
-        return Framed::Invalid(format!("record length {len} over limit"));
+        return Framed::Invalid(format!("manifest record length {len} over limit"));
     }
     if b.len() < RECORD_HEADER_LEN + len {
         return Framed::Incomplete;

@@ -62,6 +62,7 @@ pub struct Entry<'a> {
 
 impl Entry<'_> {
     /// Encoded length of this entry.
+    #[cfg(any(test, feature = "testing"))]
     pub fn encoded_len(&self) -> usize {
         FRAME_HEADER_LEN + self.payload.len()
     }

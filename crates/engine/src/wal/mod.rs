@@ -6,8 +6,7 @@ pub mod frame;
 mod replay;
 pub mod segment;
 
-pub use frame::{Entry, EntryKind};
-pub use replay::{replay, scan_segment, tail_note, Recovery, ReplayOutcome, SegmentScan, Verdict};
+pub use replay::{replay, scan_segment, tail_note, Recovery, ReplayOutcome, Verdict};
 pub use segment::SegmentInfo;
 
 use crate::error::{Error, Result};
@@ -123,7 +122,7 @@ impl WalWriter {
     /// `(table id, last seq)` of the frames. Returns the buffer.
     /// With `sync`, the write is followed by an fdatasync in the same
     /// backend request.
-    pub fn write(&mut self, buf: Vec<u8>, tables: &[(u32, u64)], sync: bool) -> Result<Vec<u8>> {
+    pub fn write(&mut self, buf: Vec<u8>, tables: &[(TableId, SeqNo)], sync: bool) -> Result<Vec<u8>> {
         let hdr = segment::SEGMENT_HEADER_LEN as u64;
         let full = self.offset + buf.len() as u64 > self.segment_bytes_max;
         let upgrade = !self.active_preallocated && self.prepared_ready();

@@ -13,6 +13,7 @@
 
 use super::frame::{decode, valid_header_at, Decoded, Entry};
 use super::segment::{self, SegmentInfo};
+use crate::ids::{SeqNo, TableId};
 use crate::error::{Error, Result};
 use crate::io::{Backend, OpenMode};
 use std::path::Path;
@@ -156,7 +157,7 @@ pub fn replay(
             apply(e).map_err(|err| err.at(&path, *pos as u64))?;
             out.last_seq = e.last_seq();
             out.entries += 1;
-            info.note(e.table_id, e.last_seq());
+            info.note(TableId(e.table_id), SeqNo(e.last_seq()));
         }
         match scan.verdict {
             Verdict::Clean => {}

@@ -28,6 +28,7 @@ pub fn encode_header(no: u64) -> Vec<u8> {
 }
 
 /// Validate a segment header; returns the segment number.
+#[cfg(any(test, feature = "testing"))]
 pub fn decode_header(buf: &[u8], file: &Path) -> Result<u64> {
     decode_header_versioned(buf, file).map(|(no, _)| no)
 }
@@ -99,9 +100,9 @@ impl SegmentInfo {
     }
 
     /// Note an entry for `table` up to `seq`.
-    pub fn note(&mut self, table: u32, seq: u64) {
-        let e = self.table_max_seq.entry(TableId(table)).or_default();
-        *e = (*e).max(SeqNo(seq));
+    pub fn note(&mut self, table: TableId, seq: SeqNo) {
+        let e = self.table_max_seq.entry(table).or_default();
+        *e = (*e).max(seq);
     }
 
     /// True when every edit in the segment is covered by a flush.
