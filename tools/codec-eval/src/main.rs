@@ -2,7 +2,7 @@
 //! `pco` (pcodec) and with the codecs we would write ourselves, block by
 //! block, before a columnar block format is fixed.
 //!
-//! The fleet is `telestore::testkit::Truck` (what `load` and `bench ingest`
+//! The fleet is `telestore_engine::testkit::Truck` (what `load` and `bench ingest`
 //! send), sorted by row key as an HFile holds it (hash prefix, device,
 //! newest first), cut into blocks of N rows. Per block and column:
 //!
@@ -30,8 +30,8 @@
 //! ```
 
 use std::collections::BTreeMap;
-use telestore::key::{encode, DeviceId};
-use telestore::testkit::{Truck, Values, READINGS_FIELDS};
+use telestore_engine::key::{encode, DeviceId};
+use telestore_engine::testkit::{Truck, Values, READINGS_FIELDS};
 
 struct Args {
     trucks: u64,

@@ -1,7 +1,7 @@
 //! Decode speed of one column block: pco against a hand-written
 //! decimal + delta + bit-packing codec, on the sensor fleet's seven walks
-//! (the walks of `crates/engine/src/testkit.rs`, `READINGS_WALKS`, regenerated here so
-//! this tool builds without the engine). One device per block, as a
+//! (`telestore_engine::testkit::Truck`, the walks of
+//! `crates/engine/src/testkit.rs`). One device per block, as a
 //! single-device scan reads them: `--blocks` blocks of `--rows` rows per
 //! field. Every decoded block is compared bit for bit with its input.
 //!
@@ -9,54 +9,16 @@
 //! [--blocks 256] [--rows 4096] [--rounds 7]`
 
 use std::time::Instant;
+use telestore_engine::testkit::{Truck, Values, READINGS_FIELDS};
 
-/// lo, hi, step, decimals: latitude, longitude, elevation, velocity,
-/// heading, grade, fuel_consumption.
-const WALKS: [(f64, f64, f64, i32); 7] = [
-    (-90.0, 90.0, 0.002, 5),
-    (-180.0, 180.0, 0.002, 5),
-    (0.0, 5000.0, 5.0, 0),
-    (0.0, 100.0, 2.0, 0),
-    (0.0, 360.0, 5.0, 0),
-    (-10.0, 10.0, 0.5, 0),
-    (0.0, 50.0, 0.5, 1),
-];
-const NAMES: [&str; 7] = [
-    "latitude",
-    "longitude",
-    "elevation",
-    "velocity",
-    "heading",
-    "grade",
-    "fuel_consumption",
-];
-
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn round_to(x: f64, decimals: i32) -> f64 {
-    let p = 10f64.powi(decimals);
-    (x * p).round() / p + 0.0
-}
-
-/// `rows` readings of one truck, per field.
+/// `rows` readings of one truck, per field: the engine's own sensor fleet
+/// (`testkit::Truck`, what `load` and `bench ingest` write).
 fn truck(seed: u64, id: u64, rows: usize) -> Vec<Vec<f64>> {
-    let mut counter = mix(seed ^ mix(id));
-    let mut unit = || {
-        counter = counter.wrapping_add(1);
-        (mix(counter) >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let mut now: Vec<f64> = WALKS.iter().map(|w| w.0 + (w.1 - w.0) * unit()).collect();
-    let mut cols = vec![Vec::with_capacity(rows); 7];
+    let mut t = Truck::new(seed, id);
+    let mut cols = vec![Vec::with_capacity(rows); READINGS_FIELDS.len()];
     for _ in 0..rows {
-        for (i, w) in WALKS.iter().enumerate() {
-            let step = (2.0 * unit() - 1.0) * w.2;
-            now[i] = (now[i] + step).clamp(w.0, w.1);
-            cols[i].push(round_to(now[i], w.3));
+        for (col, v) in cols.iter_mut().zip(t.next_reading(Values::Sensor)) {
+            col.push(v);
         }
     }
     cols
@@ -157,7 +119,7 @@ fn main() {
         "column", "pco", "pco B/v", "ddb", "ddb B/v"
     );
     let (mut pco_s, mut ddb_s, mut pco_b, mut ddb_b) = (0f64, 0f64, 0usize, 0usize);
-    for (f, name) in NAMES.iter().enumerate() {
+    for (f, name) in READINGS_FIELDS.iter().enumerate() {
         let cols: Vec<&Vec<f64>> = data.iter().map(|b| &b[f]).collect();
         let pco_bufs: Vec<Vec<u8>> = cols.iter().map(|c| pco_encode(c)).collect();
         let ddb_bufs: Vec<Vec<u8>> = cols
