@@ -267,13 +267,13 @@ m,device=truck-1,fleet=east temp=-31871.714327714286,n=5i,ok=t 1700000002000
             "missing field",
         ),
         (
-            "m,device=a temp=1,n=1i,ok=t 1700000000000\nnope,device=b x=1 1\n",
+            "m,device=a temp=1,n=1i,ok=t 1700000000000\nnope,device=b x=\"s\" 1\n",
             2,
-            "unknown table",
+            "string",
         ),
         ("m,device=a temp=\"hot\",n=1i,ok=t 1\n", 1, "does not fit"),
         ("m,device=a temp=1,n=1.5,ok=t 1\n", 1, "does not fit"),
-        ("m,fleet=x temp=1,n=1i,ok=t 1\n", 1, "device"),
+        ("m temp=1,n=1i,ok=t 1\n", 1, "no tags"),
         ("m,device=a temp=1,n=1i,ok=t,extra=2 1\n", 1, "not in table"),
         ("m,device=a temp=1,n=1i,temp=2,ok=t 1\n", 1, "given twice"),
         ("m,device=a temp=1,n=1i,ok=t 1 2\n", 1, "unable to parse"),
@@ -294,6 +294,10 @@ m,device=truck-1,fleet=east temp=-31871.714327714286,n=5i,ok=t 1700000002000
         all_rows(&store, "m"),
         before,
         "a rejected request applied something"
+    );
+    assert!(
+        store.schema("nope").is_err(),
+        "a rejected request created a table"
     );
     let (_, m) = http(h, "GET", "/metrics", "");
     for want in [

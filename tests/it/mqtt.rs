@@ -269,7 +269,10 @@ fn every_payload_format_through_mosquitto() {
     }
     publish(b.port, "telestore/t/dev-a", b"{not json");
     publish(b.port, "telestore/t/dev-a", br#"{"v": 1, "n": 1, "x": 2}"#);
-    publish(b.port, "telestore/nope/dev-a", br#"{"v": 1, "n": 1}"#);
+    // Rows need their table's schema: an unknown table is refused.
+    publish(b.port, "raw/nope/anything", &[0u8; 28]);
+    // A JSON message to a table that does not exist creates it.
+    publish(b.port, "telestore/made/dev-a", br#"{"v": 1, "n": 1}"#);
     publish(b.port, "lp/any/level", b"t,device=dev-b v=2.25,n=7i 1700000000000000000\nt,device=dev-b v=3.5,n=8i 1700000001000000000");
     publish(
         b.port,
@@ -303,8 +306,8 @@ fn every_payload_format_through_mosquitto() {
     // At most once: taken, never acknowledged (QoS 0 has no ack).
     publish(b.port, "q0/t/dev-q", br#"{"v": 4, "n": 4}"#);
 
-    wait_for("every message", || stats.messages.load(Relaxed) >= 32);
-    wait_for("every row", || stats.rows.load(Relaxed) >= 28);
+    wait_for("every message", || stats.messages.load(Relaxed) >= 33);
+    wait_for("every row", || stats.rows.load(Relaxed) >= 29);
     // The QoS 0 message may come last: wait for its row itself (the
     // counters can be reached before it is written on a loaded machine).
     wait_for("the QoS 0 row", || rows_of(&store, "t", "dev-q").len() == 1);
@@ -332,6 +335,10 @@ fn every_payload_format_through_mosquitto() {
     );
     let exact = (-31871.714327714286f64).to_le_bytes();
     assert_eq!(&m[0].fields[..8], &exact, "stored one ULP off");
+    let made = store.schema("made").unwrap();
+    let names: Vec<&str> = made.fields.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["v", "n"]);
+    assert_eq!(rows_of(&store, "made", "dev-a").len(), 1);
     let raw = store.latest("t", 4242, 1).unwrap();
     assert_eq!(&raw[0].fields[..8], &9.75f64.to_le_bytes());
     assert_eq!(stats.bad[Bad::Fields as usize].load(Relaxed), 4);
@@ -369,7 +376,7 @@ fn every_payload_format_through_mosquitto() {
     wait_for("a message after the bad ones", || {
         !rows_of(&store, "t", "dev-c").is_empty()
     });
-    wait_for("every ack", || stats.acked.load(Relaxed) == 32);
+    wait_for("every ack", || stats.acked.load(Relaxed) == 33);
     assert_eq!(stats.pending.load(Relaxed), 0);
     run.stop();
     drop(b);

@@ -106,6 +106,7 @@ pub fn start(
                 tokens: cfg.tokens.clone(),
                 location: crate::flight::location_of(bound, cfg.tls.is_some()),
                 queries: queries.clone(),
+                auto_create: cfg.auto_create.clone(),
             };
             let mut stop_flight = rx.clone();
             let done = async move {
@@ -124,9 +125,9 @@ pub fn start(
     if let Some(m) = cfg.mqtt.clone() {
         m.validate()?;
         let (store, stats, stop) = (store.clone(), stats.mqtt.clone(), rx.clone());
-        let tag: std::sync::Arc<str> = std::sync::Arc::from(cfg.device_tag.as_str());
+        let rules = std::sync::Arc::new(cfg.line_rules());
         rt.spawn(async move {
-            if let Err(e) = crate::mqtt::run(store, m, stats, tag, stop).await {
+            if let Err(e) = crate::mqtt::run(store, m, stats, rules, stop).await {
                 tracing::error!("mqtt subscriber stopped: {e}");
             }
         });

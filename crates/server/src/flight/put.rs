@@ -12,6 +12,8 @@
 //! * `ts`: a `Timestamp` of any unit (whole milliseconds) or `Int64` ms;
 //! * every field of the table, by name, of its exact Arrow type, no nulls.
 //!
+//! A missing table is created from the first batch ([`schema_of_batch`]).
+//!
 //! Any other column is refused, so a misspelt field is not dropped
 //! silently.
 
@@ -20,7 +22,7 @@ use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, TimeUnit};
 use telestore_engine::error::{Error, Result};
-use telestore_engine::schema::{FieldType, TableSchema};
+use telestore_engine::schema::{Field, FieldType, TableOptions, TableSchema};
 use telestore_engine::Store;
 use telestore_query::columns::arrow_type;
 
@@ -67,6 +69,46 @@ pub fn rows_of(store: &Store, schema: &TableSchema, batch: &RecordBatch) -> Resu
     }
     Ok(out)
 }
+
+/// The schema of a table created by a DoPut's first batch: its columns
+/// but `device`, `device_id` and `ts`, in batch order, each of the field
+/// type whose Arrow type it has (`formats/arrow.md`).
+pub fn schema_of_batch(
+    table: &str,
+    batch: &RecordBatch,
+    options: TableOptions,
+) -> Result<TableSchema> {
+    let mut fields = Vec::new();
+    for f in batch.schema().fields() {
+        let name = f.name().as_str();
+        if ["device_id", "device", "ts"].contains(&name) {
+            continue;
+        }
+        let ty = FIELD_TYPES
+            .into_iter()
+            .find(|t| &arrow_type(*t) == f.data_type())
+            .ok_or_else(|| {
+                bad(format!(
+                    "column {name:?} is {}, which no field type holds (Float64, Float32, \
+                     Int64, Int32, UInt64, UInt32, Boolean): table {table:?} cannot be \
+                     created from this batch",
+                    f.data_type()
+                ))
+            })?;
+        fields.push(Field::new(name, ty));
+    }
+    TableSchema::new(table, fields, options)
+}
+
+const FIELD_TYPES: [FieldType; 7] = [
+    FieldType::F64,
+    FieldType::F32,
+    FieldType::I64,
+    FieldType::I32,
+    FieldType::U64,
+    FieldType::U32,
+    FieldType::Bool,
+];
 
 fn no_nulls(name: &str, col: &ArrayRef) -> Result<()> {
     match col.null_count() {

@@ -2,7 +2,7 @@
 //! region holding data), `GetSchema`, `DoGet`, `DoPut`, `Handshake`, and
 //! SQL (a `{"sql": …}` command, or Flight SQL's `CommandStatementQuery`).
 
-use super::put::rows_of;
+use super::put::{rows_of, schema_of_batch};
 use super::ticket::{key_to_hex, Request, Ticket, FLIGHT_TICKET_VERSION};
 use crate::frontend::auth::{authorization_token, Access, Tokens};
 use crate::frontend::stats::ServerStats;
@@ -21,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use telestore_engine::error::{Error, Result};
-use telestore_engine::{Durability, Store};
+use telestore_engine::{Durability, Store, TableSchema};
 use telestore_query::plan::Devices;
 use telestore_query::{Kind, Params, Plan, Prepared};
 use tonic::metadata::MetadataMap;
@@ -44,6 +44,9 @@ pub struct Service {
     pub location: Option<String>,
     /// Where SQL runs, and the limits it runs under.
     pub queries: Arc<telestore_query::sql::QueryPool>,
+    /// Options of a table DoPut creates from its first batch when the
+    /// table does not exist (`None`: refused as unknown).
+    pub auto_create: Option<telestore_engine::TableOptions>,
 }
 
 /// A store error as a gRPC status.
@@ -379,6 +382,27 @@ impl Service {
     /// default; one `PutResult` per batch, sent once its rows are
     /// acknowledged, carries `{"rows": n}`. A refused batch ends the call
     /// with an error; the batches acknowledged before it stay written.
+    /// The table and durability a DoPut's descriptor names.
+    fn put_target(d: &FlightDescriptor) -> std::result::Result<(String, Durability), Status> {
+        let r = match Self::request_of(d)? {
+            Source::Scan(r) => r,
+            Source::Sql(_) => return Err(invalid("DoPut takes a table, not SQL")),
+        };
+        if r.from.is_some()
+            || r.to.is_some()
+            || r.fields.is_some()
+            || r.devices.is_some()
+            || r.where_.is_some()
+        {
+            return Err(invalid(
+                "DoPut: a write descriptor names only table and durability",
+            ));
+        }
+        let durability = Durability::parse(r.durability.as_deref().unwrap_or("sync"))
+            .map_err(|e| status_of(&e))?;
+        Ok((r.table, durability))
+    }
+
     async fn do_put_call(
         &self,
         request: Req<Streaming<FlightData>>,
@@ -395,23 +419,14 @@ impl Service {
             .flight_descriptor
             .clone()
             .ok_or_else(|| invalid("DoPut: the first message carries no descriptor"))?;
-        let r = match Self::request_of(&d)? {
-            Source::Scan(r) => r,
-            Source::Sql(_) => return Err(invalid("DoPut takes a table, not SQL")),
+        let (table, durability) = Self::put_target(&d)?;
+        // A missing table is created from the first batch's columns.
+        let known = match (self.store.schema(&table), &self.auto_create) {
+            (Ok(s), _) => Some(s),
+            (Err(Error::UnknownTable(_)), Some(_)) => None,
+            (Err(e), _) => return Err(status_of(&e)),
         };
-        if r.from.is_some()
-            || r.to.is_some()
-            || r.fields.is_some()
-            || r.devices.is_some()
-            || r.where_.is_some()
-        {
-            return Err(invalid(
-                "DoPut: a write descriptor names only table and durability",
-            ));
-        }
-        let durability = Durability::parse(r.durability.as_deref().unwrap_or("sync"))
-            .map_err(|e| status_of(&e))?;
-        let schema = self.store.schema(&r.table).map_err(|e| status_of(&e))?;
+        let create = self.auto_create.clone();
         // Every message's buffers are checked against its body first: the
         // IPC decoder panics on a buffer past the body (a forged header).
         let checked = input.map(|m| match m {
@@ -425,18 +440,25 @@ impl Service {
         let store = self.store.clone();
         let stats = self.stats.clone();
         let out = async_stream(move |tx| async move {
+            let mut known = known;
             while let Some(b) = batches.next().await {
                 let b = b.map_err(decode_status)?;
-                let (store, schema) = (store.clone(), schema.clone());
+                let (store, schema) = (store.clone(), known.clone());
+                let (table, create) = (table.clone(), create.clone());
                 let n = b.num_rows();
-                tokio::task::spawn_blocking(move || -> Result<()> {
+                let schema = tokio::task::spawn_blocking(move || {
+                    let schema = match (schema, create) {
+                        (Some(s), _) => s,
+                        (None, options) => create_from(&store, &table, &b, options)?,
+                    };
                     let rows = rows_of(&store, &schema, &b)?;
                     store.write_rows(&schema.name, rows, durability)?;
-                    Ok(())
+                    Ok::<_, Error>(schema)
                 })
                 .await
                 .map_err(|e| Status::internal(e.to_string()))?
                 .map_err(|e| status_of(&e))?;
+                known = Some(schema);
                 stats.flight_rows_written.fetch_add(n as u64, Relaxed);
                 let meta = serde_json::json!({ "rows": n }).to_string();
                 if tx
@@ -453,6 +475,18 @@ impl Service {
         });
         Ok(Response::new(out))
     }
+}
+
+/// The table a DoPut's first batch creates (`options: None`: unknown).
+fn create_from(
+    store: &Store,
+    table: &str,
+    batch: &RecordBatch,
+    options: Option<telestore_engine::TableOptions>,
+) -> Result<TableSchema> {
+    let options = options.ok_or_else(|| Error::UnknownTable(table.to_string()))?;
+    store.create_table(schema_of_batch(table, batch, options)?)?;
+    store.schema(table)
 }
 
 #[tonic::async_trait]

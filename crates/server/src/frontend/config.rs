@@ -22,6 +22,10 @@ pub struct ServerConfig {
     pub http_listen: Option<SocketAddr>,
     /// The line-protocol tag naming the device.
     pub device_tag: String,
+    /// Options of the tables a write creates (line protocol, MQTT, Flight
+    /// DoPut) when its table does not exist; `None`: such writes are
+    /// refused.
+    pub auto_create: Option<telestore_engine::TableOptions>,
     /// Where the Arrow Flight service listens (`None`: no Flight).
     pub flight_listen: Option<SocketAddr>,
     /// The MQTT broker to subscribe to (`None`: no MQTT).
@@ -38,6 +42,16 @@ pub struct ServerConfig {
     pub tls: Option<std::sync::Arc<crate::frontend::tls::Tls>>,
 }
 
+impl ServerConfig {
+    /// How the line protocol maps lines to tables and series.
+    pub fn line_rules(&self) -> crate::ingest::lineproto::Rules {
+        crate::ingest::lineproto::Rules {
+            device_tag: self.device_tag.clone(),
+            create: self.auto_create.clone(),
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -48,6 +62,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             http_listen: None,
             device_tag: "device".into(),
+            auto_create: Some(telestore_engine::TableOptions::default()),
             flight_listen: None,
             mqtt: None,
             queries: telestore_query::sql::QueryLimits::default(),

@@ -1,7 +1,8 @@
 //! InfluxDB line protocol writes: parse a request body (`lineparse`: plain
 //! lines directly, the rest by the `influxdb-line-protocol` crate), match
-//! each line to its table (the
-//! measurement), its device (the device tag, registered by name) and the
+//! each line to its table (the measurement; created from the line when it
+//! does not exist and [`Rules::create`] allows), its series (the device
+//! tag's value, or else the whole tag set; registered by name) and the
 //! table's fields (by name and type), and build one fixed-width batch per
 //! table. Every line is checked before anything is applied: one bad line
 //! fails the whole request with its line number.
@@ -10,9 +11,9 @@ use super::lineparse::{Line, Val};
 use crate::ingest::proto::{TS_MAX, TS_MIN};
 use std::collections::{BTreeMap, HashMap};
 use telestore_engine::engine::{check_device_text, tag_conflict};
-use telestore_engine::error::Result;
+use telestore_engine::error::{Error, Result};
 use telestore_engine::schema::batch::push_row;
-use telestore_engine::schema::{FieldType, TableSchema};
+use telestore_engine::schema::{Field, FieldType, TableOptions, TableSchema};
 use telestore_engine::{Durability, Store};
 
 /// Timestamp precision of a request.
@@ -78,6 +79,29 @@ impl Precision {
     }
 }
 
+/// How lines map to tables and series.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    /// The tag whose value names a line's device (its other tags are the
+    /// device's attributes); a line without it is a series named by its
+    /// whole tag set.
+    pub device_tag: String,
+    /// Options of a table created by the first line of its measurement
+    /// (`None`: an unknown measurement is refused).
+    pub create: Option<TableOptions>,
+}
+
+impl Rules {
+    /// Devices named by `device_tag`, tables created with the default
+    /// options.
+    pub fn new(device_tag: &str) -> Self {
+        Rules {
+            device_tag: device_tag.to_string(),
+            create: Some(TableOptions::default()),
+        }
+    }
+}
+
 /// A rejected request: the 1-based line and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineError {
@@ -93,6 +117,8 @@ pub struct Prepared {
     /// row the index of its device in `devices`.
     tables: BTreeMap<String, (Vec<u8>, usize, Vec<usize>)>,
     devices: Vec<(String, Vec<(String, String)>)>,
+    /// Tables to create before writing (their first lines are here).
+    create: Vec<TableSchema>,
     /// Lines in the request.
     pub lines: usize,
 }
@@ -102,7 +128,7 @@ pub fn prepare(
     store: &Store,
     body: &str,
     precision: Precision,
-    device_tag: &str,
+    rules: &Rules,
     now_ms: i64,
 ) -> std::result::Result<Prepared, LineError> {
     let mut schemas: HashMap<String, TableSchema> = HashMap::new();
@@ -110,6 +136,7 @@ pub fn prepare(
     let mut p = Prepared {
         tables: BTreeMap::new(),
         devices: Vec::new(),
+        create: Vec::new(),
         lines: 0,
     };
     let mut fields = Vec::new();
@@ -126,36 +153,19 @@ pub fn prepare(
         }
         let table = &*parsed.measurement;
         if !schemas.contains_key(table) {
-            let s = store
-                .schema(table)
-                .map_err(|_| err(format!("unknown table (measurement) {table:?}")))?;
+            let s = table_schema(store, &parsed, rules, &mut p.create).map_err(err)?;
             schemas.insert(table.to_string(), s);
         }
         let schema = &schemas[table];
-        let dev =
-            device_of(store, &parsed, device_tag, &mut device_ix, &mut p.devices).map_err(err)?;
-        // Clients send every field in schema order: then the names are
-        // the schema's, none foreign or repeated. Otherwise look each up.
-        let in_order = parsed.fields.len() == schema.fields.len()
-            && parsed
-                .fields
-                .iter()
-                .zip(&schema.fields)
-                .all(|((k, _), f)| *k == f.name);
-        if !in_order {
-            check_field_names(&parsed, schema).map_err(err)?;
-        }
-        fields.clear();
-        for (i, f) in schema.fields.iter().enumerate() {
-            let v = if in_order {
-                &parsed.fields[i].1
-            } else {
-                field_value(&parsed, &f.name)
-                    .ok_or_else(|| err(format!("missing field {:?} of table {table}", f.name)))?
-            };
-            encode_field(f.ty, v, &mut fields)
-                .map_err(|m| err(format!("field {:?}: {m}", f.name)))?;
-        }
+        let dev = device_of(
+            store,
+            &parsed,
+            &rules.device_tag,
+            &mut device_ix,
+            &mut p.devices,
+        )
+        .map_err(err)?;
+        encode_fields(&parsed, schema, &mut fields).map_err(err)?;
         let ts = match parsed.timestamp {
             Some(t) => precision.to_ms(t).map_err(err)?,
             None => now_ms,
@@ -178,6 +188,91 @@ pub fn prepare(
     Ok(p)
 }
 
+/// The schema of `line`'s table: the store's, or (when it does not exist
+/// and `rules` allow) the one this line creates, noted in `create`.
+fn table_schema(
+    store: &Store,
+    line: &Line<'_>,
+    rules: &Rules,
+    create: &mut Vec<TableSchema>,
+) -> std::result::Result<TableSchema, String> {
+    let table = &*line.measurement;
+    match (store.schema(table), &rules.create) {
+        (Ok(s), _) => Ok(s),
+        (Err(Error::UnknownTable(_)), Some(options)) => {
+            let s = inferred_schema(line, options)?;
+            create.push(s.clone());
+            Ok(s)
+        }
+        (Err(Error::UnknownTable(_)), None) => Err(format!(
+            "unknown table (measurement) {table:?}, and tables are not created on first \
+             write (auto_create is off)"
+        )),
+        (Err(e), _) => Err(e.to_string()),
+    }
+}
+
+/// The schema of a table created by `line`, its first line: the line's
+/// fields in its order, typed by their values (a float `f64`, `i` `i64`,
+/// `u` `u64`, a boolean `bool`).
+fn inferred_schema(
+    line: &Line<'_>,
+    options: &TableOptions,
+) -> std::result::Result<TableSchema, String> {
+    let table = &*line.measurement;
+    let mut fields: Vec<Field> = Vec::with_capacity(line.fields.len());
+    for (k, v) in &line.fields {
+        let ty = match v {
+            Val::F64(_) => FieldType::F64,
+            Val::I64(_) => FieldType::I64,
+            Val::U64(_) => FieldType::U64,
+            Val::Bool(_) => FieldType::Bool,
+            Val::Str(_) => {
+                return Err(format!(
+                    "field {k:?} is a string, which telestore does not store yet: table \
+                     {table:?} cannot be created from this line"
+                ))
+            }
+        };
+        if fields.iter().any(|f| f.name == *k) {
+            return Err(format!("field {k:?} given twice"));
+        }
+        fields.push(Field::new(k, ty));
+    }
+    TableSchema::new(table, fields, options.clone())
+        .map_err(|e| format!("table {table:?} cannot be created from this line: {e}"))
+}
+
+/// `line`'s fields as `schema`'s field bytes, into `out` (cleared first).
+fn encode_fields(
+    line: &Line<'_>,
+    schema: &TableSchema,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
+    // Clients send every field in schema order: then the names are the
+    // schema's, none foreign or repeated. Otherwise look each up.
+    let in_order = line.fields.len() == schema.fields.len()
+        && line
+            .fields
+            .iter()
+            .zip(&schema.fields)
+            .all(|((k, _), f)| *k == f.name);
+    if !in_order {
+        check_field_names(line, schema)?;
+    }
+    out.clear();
+    for (i, f) in schema.fields.iter().enumerate() {
+        let v = if in_order {
+            &line.fields[i].1
+        } else {
+            field_value(line, &f.name)
+                .ok_or_else(|| format!("missing field {:?} of table {}", f.name, schema.name))?
+        };
+        encode_field(f.ty, v, out).map_err(|m| format!("field {:?}: {m}", f.name))?;
+    }
+    Ok(())
+}
+
 /// Fields out of schema order: each must be in the table, and given once.
 fn check_field_names(line: &Line<'_>, schema: &TableSchema) -> std::result::Result<(), String> {
     for (i, (k, _)) in line.fields.iter().enumerate() {
@@ -195,10 +290,8 @@ fn field_value<'l>(line: &'l Line<'_>, name: &str) -> Option<&'l Val<'l>> {
     line.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)
 }
 
-/// The device a line names (its index in `devices`). A device's tags
-/// are fixed at its first write: a line giving other tags than the
-/// registry (or an earlier line of the request) holds is refused; a line
-/// without tags takes the device as registered.
+/// The series a line names (its index in `devices`): the device its
+/// `device_tag` names, or else the series of its whole tag set.
 fn device_of(
     store: &Store,
     parsed: &Line<'_>,
@@ -206,13 +299,25 @@ fn device_of(
     index: &mut HashMap<String, usize>,
     devices: &mut Vec<(String, Vec<(String, String)>)>,
 ) -> std::result::Result<usize, String> {
-    let tag_set = &parsed.tags;
-    let name: &str = tag_set
-        .iter()
-        .find(|(k, _)| k == device_tag)
-        .map(|(_, v)| &**v)
-        .ok_or_else(|| format!("no {device_tag:?} tag naming the device"))?;
-    let others = || tag_set.iter().filter(|(k, _)| k != device_tag);
+    match parsed.tags.iter().find(|(k, _)| k == device_tag) {
+        Some((_, name)) => named_device(store, parsed, name, device_tag, index, devices),
+        None => tag_set_series(store, parsed, device_tag, index, devices),
+    }
+}
+
+/// The device named `name` by the device tag. A device's other tags are
+/// fixed at its first write: a line giving other tags than the registry
+/// (or an earlier line of the request) holds is refused; a line without
+/// them takes the device as registered.
+fn named_device(
+    store: &Store,
+    parsed: &Line<'_>,
+    name: &str,
+    device_tag: &str,
+    index: &mut HashMap<String, usize>,
+    devices: &mut Vec<(String, Vec<(String, String)>)>,
+) -> std::result::Result<usize, String> {
+    let others = || parsed.tags.iter().filter(|(k, _)| k != device_tag);
     if let Some(&i) = index.get(name) {
         let known = &devices[i].1;
         let same = others().count() == 0
@@ -230,10 +335,7 @@ fn device_of(
     check_device_text(name, &tags)?;
     let known = match index.get(name) {
         Some(&i) => Some(devices[i].1.clone()),
-        None => store
-            .device_id(name)
-            .and_then(|id| store.device(id))
-            .map(|d| d.tags),
+        None => registered_tags(store, name),
     };
     let tags = match known {
         Some(k) => {
@@ -246,12 +348,86 @@ fn device_of(
     };
     Ok(match index.get(name) {
         Some(&i) => i,
-        None => {
-            index.insert(name.to_string(), devices.len());
-            devices.push((name.to_string(), tags));
-            devices.len() - 1
-        }
+        None => add_series(index, devices, name.to_string(), tags),
     })
+}
+
+/// A line without the device tag: its series is its whole tag set (what
+/// InfluxDB calls the series key), named by the set in key order as the
+/// line protocol writes it (`cpu=cpu0,host=truck-0`, with `,`, `=`, ` `
+/// and `\` escaped), the tags held as the device's tags.
+fn tag_set_series(
+    store: &Store,
+    parsed: &Line<'_>,
+    device_tag: &str,
+    index: &mut HashMap<String, usize>,
+    devices: &mut Vec<(String, Vec<(String, String)>)>,
+) -> std::result::Result<usize, String> {
+    if parsed.tags.is_empty() {
+        return Err(format!(
+            "the line has no tags: a series is named by its {device_tag:?} tag, or else by \
+             its whole tag set"
+        ));
+    }
+    let mut tags: Vec<(String, String)> = parsed
+        .tags
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tags.sort();
+    let name = series_key(&tags);
+    if let Some(&i) = index.get(&name) {
+        return Ok(i);
+    }
+    check_device_text(&name, &tags)?;
+    if let Some(known) = registered_tags(store, &name) {
+        if let Some(m) = tag_conflict(&name, &known, &tags) {
+            return Err(m);
+        }
+    }
+    Ok(add_series(index, devices, name, tags))
+}
+
+/// `k=v,k=v` of `tags` (in their order), escaped as line-protocol tags
+/// are, so that two tag sets never share a name.
+fn series_key(tags: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (i, (k, v)) in tags.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        escape_into(&mut out, k);
+        out.push('=');
+        escape_into(&mut out, v);
+    }
+    out
+}
+
+fn escape_into(out: &mut String, s: &str) {
+    for c in s.chars() {
+        if matches!(c, ',' | '=' | ' ' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+fn registered_tags(store: &Store, name: &str) -> Option<Vec<(String, String)>> {
+    store
+        .device_id(name)
+        .and_then(|id| store.device(id))
+        .map(|d| d.tags)
+}
+
+fn add_series(
+    index: &mut HashMap<String, usize>,
+    devices: &mut Vec<(String, Vec<(String, String)>)>,
+    name: String,
+    tags: Vec<(String, String)>,
+) -> usize {
+    index.insert(name.clone(), devices.len());
+    devices.push((name, tags));
+    devices.len() - 1
 }
 
 fn clip(s: &str) -> String {
@@ -327,11 +503,17 @@ fn encode_int(
     Ok(())
 }
 
-/// Register the request's devices, then write each table's rows. Returns
-/// the rows written. A request spanning several tables is applied table
-/// by table (each table's rows as one batch when they fit one, see
-/// [`Store::write_rows`]).
+/// Create the request's new tables, register its devices, then write each
+/// table's rows. Returns the rows written. A request spanning several
+/// tables is applied table by table (each table's rows as one batch when
+/// they fit one, see [`Store::write_rows`]).
 pub fn apply(store: &Store, p: Prepared, durability: Durability) -> Result<usize> {
+    // Creating a table that exists with the same schema (another request
+    // created it meanwhile) does nothing; with another, it is refused
+    // (SchemaConflict) before anything of this request is written.
+    for schema in p.create {
+        store.create_table(schema)?;
+    }
     let ids = store.register_devices(&p.devices)?;
     let mut n = 0;
     for (table, (mut rows, width, devs)) in p.tables {

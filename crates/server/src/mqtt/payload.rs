@@ -5,10 +5,10 @@
 //! = table, the device tag).
 
 use super::config::Subscription;
-use crate::ingest::lineproto::{self, Precision};
+use crate::ingest::lineproto::{self, Precision, Rules};
 use telestore_engine::error::{Error, Result};
 use telestore_engine::schema::batch::{push_row, Batch};
-use telestore_engine::schema::{FieldType, TableSchema};
+use telestore_engine::schema::{Field, FieldType, TableOptions, TableSchema};
 use telestore_engine::Store;
 
 /// How a subscription's payloads are read.
@@ -77,19 +77,20 @@ pub enum Decoded {
 }
 
 /// Read one message under its subscription: nothing is written yet (a
-/// JSON message's device is registered, as on the line protocol).
+/// JSON message's device is registered, as on the line protocol, and its
+/// table created if it is missing and `rules.create` allows).
 pub fn decode(
     store: &Store,
     sub: &Subscription,
     topic: &str,
     payload: &[u8],
-    device_tag: &str,
+    rules: &Rules,
 ) -> std::result::Result<Decoded, (Bad, Error)> {
     let now = store.now_ms();
     if sub.format == Format::Line {
         let text = std::str::from_utf8(payload)
             .map_err(|_| (Bad::Encoding, Error::invalid("payload", "not UTF-8")))?;
-        let p = lineproto::prepare(store, text, Precision::Ns, device_tag, now).map_err(|e| {
+        let p = lineproto::prepare(store, text, Precision::Ns, rules, now).map_err(|e| {
             let m = format!("line {}: {}", e.line, e.message);
             (Bad::Fields, Error::invalid("payload", m))
         })?;
@@ -99,7 +100,14 @@ pub fn decode(
         let m = format!("topic {topic:?} does not name a table and a device");
         (Bad::Topic, Error::invalid("topic", m))
     })?;
-    let schema = store.schema(table).map_err(|e| (Bad::Table, e))?;
+    let schema = match (store.schema(table), &rules.create) {
+        (Err(Error::UnknownTable(_)), Some(options)) if sub.format == Format::Json => {
+            let s = json_schema(table, payload, options).map_err(|e| (Bad::Fields, e))?;
+            store.create_table(s.clone()).map_err(|e| (Bad::Table, e))?;
+            store.schema(table).map_err(|e| (Bad::Table, e))?
+        }
+        (r, _) => r.map_err(|e| (Bad::Table, e))?,
+    };
     let rows = match (sub.format, device) {
         (Format::Json, Some(device)) => {
             let fields = json_fields(&schema, payload, now).map_err(|e| (Bad::Fields, e))?;
@@ -161,6 +169,33 @@ fn data_time(s: &str, now: i64) -> Result<i64> {
         return Err(Error::invalid("payload", m));
     }
     Ok(ms)
+}
+
+/// The schema of a table created by a JSON message: its keys but `ts`, in
+/// the message's order, numbers as `f64` (JSON does not tell `5` from `5.0`),
+/// booleans as `bool`.
+fn json_schema(table: &str, payload: &[u8], options: &TableOptions) -> Result<TableSchema> {
+    let bad = |m: String| Error::invalid("payload", m);
+    let v: serde_json::Value =
+        serde_json::from_slice(payload).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| bad("not a JSON object".into()))?;
+    let mut fields = Vec::with_capacity(obj.len());
+    for (k, v) in obj.iter().filter(|(k, _)| *k != "ts") {
+        let ty = match v {
+            serde_json::Value::Number(_) => FieldType::F64,
+            serde_json::Value::Bool(_) => FieldType::Bool,
+            other => {
+                return Err(bad(format!(
+                    "field {k:?}: {other} is neither a number nor a boolean, so table \
+                     {table:?} cannot be created from this message"
+                )))
+            }
+        };
+        fields.push(Field::new(k, ty));
+    }
+    TableSchema::new(table, fields, options.clone())
 }
 
 /// A flat JSON object as `(ts, field bytes)`.
@@ -266,6 +301,61 @@ mod tests {
             let (_, f) = json_fields(&s, p.as_bytes(), 0).unwrap();
             assert_eq!(f, want.to_le_bytes(), "{text}");
         }
+    }
+
+    fn json_sub() -> Subscription {
+        Subscription {
+            topic: "fleet/#".into(),
+            format: Format::Json,
+            qos: 1,
+            map: None,
+            table: None,
+            durability: None,
+        }
+    }
+
+    #[test]
+    fn a_json_message_creates_its_table_unless_it_cannot_or_may_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), telestore_engine::Options::default()).unwrap();
+        let (sub, rules) = (json_sub(), Rules::new("device"));
+        let msg = br#"{"ts":1700000000000,"temp":21.5,"n":3,"ok":true}"#;
+        let d = decode(&store, &sub, "fleet/engine/truck-1", msg, &rules).unwrap();
+        let s = store.schema("engine").unwrap();
+        let fields: Vec<_> = s.fields.iter().map(|f| (f.name.as_str(), f.ty)).collect();
+        // The message's order (the workspace turns on serde_json's
+        // preserve_order); numbers are f64, point or not.
+        let want = [
+            ("temp", FieldType::F64),
+            ("n", FieldType::F64),
+            ("ok", FieldType::Bool),
+        ];
+        assert_eq!(fields, want);
+        let Decoded::Rows { table, n, rows } = d else {
+            panic!("not rows")
+        };
+        assert_eq!((table.as_str(), n), ("engine", 1));
+        assert_eq!(&rows[16..24], &21.5f64.to_le_bytes());
+        assert_eq!(&rows[24..32], &3f64.to_le_bytes());
+        assert_eq!(rows[32], 1);
+        // A string (or a null, an array) cannot be a field: refused,
+        // nothing created.
+        for bad in [&br#"{"fw":"1.2.3"}"#[..], br#"{"v":null}"#, br#"{"v":[1]}"#] {
+            let Err(e) = decode(&store, &sub, "fleet/other/truck-1", bad, &rules) else {
+                panic!("{bad:?} was taken")
+            };
+            assert_eq!(e.0, Bad::Fields, "{e:?}");
+            assert!(store.schema("other").is_err());
+        }
+        let off = Rules {
+            create: None,
+            ..rules
+        };
+        let Err(e) = decode(&store, &sub, "fleet/other/truck-1", msg, &off) else {
+            panic!("created with auto_create off")
+        };
+        assert_eq!(e.0, Bad::Table, "{e:?}");
+        assert!(store.schema("other").is_err());
     }
 
     #[test]

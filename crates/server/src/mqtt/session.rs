@@ -13,7 +13,7 @@ use super::{
     PACKET_MAX,
 };
 use crate::classes::MqttAction;
-use crate::ingest::lineproto;
+use crate::ingest::lineproto::{self, Rules};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, Publish, QoS};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
@@ -49,7 +49,7 @@ struct Session {
     client: AsyncClient,
     subs: Vec<Subscription>,
     stats: Arc<Stats>,
-    device_tag: Arc<str>,
+    rules: Arc<Rules>,
     dead_letter: Option<String>,
     batch: Batch,
     /// Messages taken and not yet applied, oldest first.
@@ -75,7 +75,7 @@ pub async fn run(
     store: Arc<Store>,
     cfg: MqttConfig,
     stats: Arc<Stats>,
-    device_tag: Arc<str>,
+    rules: Arc<Rules>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<()> {
     let (host, port) = cfg.validate()?;
@@ -99,7 +99,7 @@ pub async fn run(
         client,
         subs: cfg.subscriptions(),
         stats,
-        device_tag,
+        rules,
         dead_letter: cfg.dead_letter.clone(),
         batch: Batch::default(),
         decoding: VecDeque::new(),
@@ -212,14 +212,14 @@ impl Session {
         let taken = match sub {
             _ if p.payload.len() > MESSAGE_MAX => Taken::Ready(Err((Bad::Size, too_large(&p)))),
             Some(sub) if sub.format == Format::Line => {
-                let (store, sub, tag) = (self.store.clone(), sub.clone(), self.device_tag.clone());
+                let (store, sub, rules) = (self.store.clone(), sub.clone(), self.rules.clone());
                 let (topic, payload) = (p.topic.clone(), p.payload.clone());
                 Taken::Running(tokio::task::spawn_blocking(move || {
-                    payload::decode(&store, &sub, &topic, &payload, &tag)
+                    payload::decode(&store, &sub, &topic, &payload, &rules)
                 }))
             }
             Some(sub) => Taken::Ready(tokio::task::block_in_place(|| {
-                payload::decode(&self.store, sub, &p.topic, &p.payload, &self.device_tag)
+                payload::decode(&self.store, sub, &p.topic, &p.payload, &self.rules)
             })),
             None => Taken::Ready(Err((
                 Bad::Topic,
@@ -311,7 +311,7 @@ impl Session {
                 .find(|s| rumqttc::matches(&p.topic, &s.topic));
             let again = sub.map(|sub| {
                 tokio::task::block_in_place(|| {
-                    payload::decode(&self.store, sub, &p.topic, &p.payload, &self.device_tag)
+                    payload::decode(&self.store, sub, &p.topic, &p.payload, &self.rules)
                 })
             });
             prep = match again {

@@ -46,7 +46,7 @@ pub fn spawn_http(
     let state = HttpState {
         store: serving.store.clone(),
         stats: serving.stats.clone(),
-        device_tag: Arc::from(cfg.device_tag.as_str()),
+        line_rules: Arc::new(cfg.line_rules()),
         auth: Arc::new(HttpAuth {
             tokens: cfg.tokens.clone(),
             metrics_public: cfg.metrics_public,

@@ -21,8 +21,8 @@ pub struct HttpState {
     pub store: Arc<Store>,
     /// The daemon's counters.
     pub stats: Arc<ServerStats>,
-    /// The line-protocol tag that names the device.
-    pub device_tag: Arc<str>,
+    /// How line-protocol writes name tables and series.
+    pub line_rules: Arc<crate::ingest::lineproto::Rules>,
     /// Tokens, checked by the [`super::auth::require`] layer.
     pub auth: Arc<super::auth::HttpAuth>,
     /// Rows per second over the last minutes (`/api/v1/status`).

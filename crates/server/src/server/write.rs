@@ -231,7 +231,7 @@ async fn write_lines(
     let stats = s.stats.clone();
     let done = tokio::task::spawn_blocking(move || {
         let now = s.store.now_ms();
-        let p = lineproto::prepare(&s.store, &text, precision, &s.device_tag, now)
+        let p = lineproto::prepare(&s.store, &text, precision, &s.line_rules, now)
             .map_err(WriteFailure::Line)?;
         lineproto::apply(&s.store, p, durability).map_err(WriteFailure::Store)
     })

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use telestore_engine::error::{Error, Result};
 use telestore_engine::io::priority::IoPriority;
+use telestore_engine::schema::{parse_duration_ms, BlockEncoding, Compression, TableOptions};
 use telestore_engine::Options;
 use telestore_query::sql::QueryLimits;
 
@@ -218,6 +219,24 @@ settings! {
     /// The line-protocol tag whose value names the device; other tags go
     /// to the device registry.
     [Server] device_tag: String = server().device_tag;
+    /// Create a table on its first write when it does not exist (line
+    /// protocol, MQTT JSON and line-protocol payloads, Flight DoPut), its
+    /// fields typed by the first values seen and its options from the
+    /// auto_create_* settings; `false`: such writes are refused as an
+    /// unknown table.
+    [Server] auto_create: bool = server().auto_create.is_some();
+    /// Retention of tables created on first write (`30d`, `12h`); unset:
+    /// kept forever.
+    [Server] auto_create_ttl: Option<String> = None;
+    /// Regions (key-range shards) a table created on first write starts
+    /// with.
+    [Server] auto_create_regions: u32 = TableOptions::default().regions, in 1..=65536;
+    /// Compression of tables created on first write: `zstd`,
+    /// `zstd:LEVEL`, `snappy` or `none`.
+    [Server] auto_create_compression: String = TableOptions::default().compression.name();
+    /// Layout of the files compactions write for tables created on first
+    /// write: `columnar` or `rows`.
+    [Server] auto_create_encoding: String = TableOptions::default().encoding.name().into();
     /// Connections open at once over every listener (HTTP, binary,
     /// Flight); past it new clients wait in the kernel's backlog. At start
     /// the open-file limit is raised to its hard limit and 512 descriptors
@@ -402,6 +421,26 @@ impl DaemonConfig {
         }
     }
 
+    /// The options of tables created on first write (`None`: off).
+    pub fn auto_create_options(&self) -> Result<Option<TableOptions>> {
+        if !self.auto_create {
+            return Ok(None);
+        }
+        let o = TableOptions {
+            ttl_ms: self
+                .auto_create_ttl
+                .as_deref()
+                .map(parse_duration_ms)
+                .transpose()?,
+            regions: self.auto_create_regions,
+            compression: Compression::parse(&self.auto_create_compression)?,
+            encoding: BlockEncoding::parse(&self.auto_create_encoding)?,
+            ..TableOptions::default()
+        };
+        o.validate()?;
+        Ok(Some(o))
+    }
+
     /// The tokens: `token` (read-write) and those of `token_file`.
     pub fn tokens(&self) -> Result<Tokens> {
         let mut t = Tokens::default();
@@ -426,6 +465,7 @@ impl DaemonConfig {
             max_inflight_bytes: self.max_inflight_mib.bytes_usize(),
             http_listen: Some(self.http_listen),
             device_tag: self.device_tag.clone(),
+            auto_create: self.auto_create_options()?,
             flight_listen: self.flight_listen.addr(),
             mqtt: self.mqtt.clone(),
             queries: self.query_limits(),

@@ -213,3 +213,36 @@ fn sizes_in_the_generated_docs_read_back() {
         assert!(md.contains(&format!("| `{}` |", s.key)), "{}", s.key);
     }
 }
+
+#[test]
+fn tables_created_on_first_write_take_the_auto_create_settings() {
+    use telestore_engine::schema::{Compression, TableOptions};
+    let cfg = load("", &[]).unwrap();
+    let d = cfg.auto_create_options().unwrap();
+    assert_eq!(
+        d,
+        Some(TableOptions::default()),
+        "on, with a table's defaults"
+    );
+    assert_eq!(cfg.server_config().unwrap().auto_create, d);
+    let file = "auto_create_ttl = \"30d\"\nauto_create_compression = \"snappy\"\nauto_create_regions = 4\n";
+    let o = load(file, &[])
+        .unwrap()
+        .auto_create_options()
+        .unwrap()
+        .unwrap();
+    assert_eq!(o.ttl_ms, Some(30 * 86_400_000));
+    assert_eq!(o.compression, Compression::Snappy);
+    assert_eq!(o.regions, 4);
+    let off = load("", &[set("auto_create", "false")]).unwrap();
+    assert_eq!(off.auto_create_options().unwrap(), None);
+    for (key, bad) in [
+        ("auto_create_compression", "lz5"),
+        ("auto_create_encoding", "parquet"),
+        ("auto_create_ttl", "soon"),
+    ] {
+        let cfg = load("", &[set(key, bad)]).unwrap();
+        let e = cfg.auto_create_options().unwrap_err().to_string();
+        assert!(e.contains(bad), "{key}={bad}: {e}");
+    }
+}

@@ -37,7 +37,7 @@ macro_rules! integers {
         fn as_i64(&self) -> Option<i64> { i64::try_from(*self).ok().or(Some(i64::MAX)) }
     })* };
 }
-integers!(i32, u64, usize);
+integers!(i32, u32, u64, usize);
 
 impl<T: SettingValue> SettingValue for Option<T> {
     const VALUE_NAME: &'static str = T::VALUE_NAME;

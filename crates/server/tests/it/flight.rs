@@ -321,8 +321,13 @@ fn do_put_writes_what_is_read_back() {
 
 /// The refusal a DoPut of `batch` ends with (`None`: it was taken).
 async fn put_error(c: &mut FlightClient, batch: RecordBatch) -> Option<String> {
+    put_error_to(c, TABLE, batch).await
+}
+
+/// [`put_error`] into `table`.
+async fn put_error_to(c: &mut FlightClient, table: &str, batch: RecordBatch) -> Option<String> {
     let data = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![TABLE.into()])))
+        .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![table.into()])))
         .build(futures::stream::iter([Ok(batch)]));
     let done = match c.do_put(data).await {
         Ok(s) => s.try_collect::<Vec<_>>().await.map(|_| ()),
@@ -338,6 +343,77 @@ fn with_names(batch: &RecordBatch, names: &[&str]) -> RecordBatch {
     let mut cols: Vec<ArrayRef> = vec![Arc::new(arrow_array::StringArray::from(names.to_vec()))];
     cols.extend(batch.columns().iter().cloned());
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+}
+
+#[test]
+fn do_put_creates_a_missing_table_from_its_first_batch() {
+    let d = daemon(Tokens::default());
+    let rt = rt();
+    let t = 1_800_000_000_000i64;
+    let batch = |cols: Vec<(&str, ArrayRef)>| {
+        let fields: Vec<Field> = cols
+            .iter()
+            .map(|(n, a)| Field::new(*n, a.data_type().clone(), false))
+            .collect();
+        let arrays = cols.into_iter().map(|(_, a)| a).collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap()
+    };
+    let good = batch(vec![
+        (
+            "device",
+            Arc::new(arrow_array::StringArray::from(vec!["gen-1", "gen-2"])),
+        ),
+        (
+            "ts",
+            Arc::new(TimestampMillisecondArray::from(vec![t, t + 1])),
+        ),
+        (
+            "kw",
+            Arc::new(arrow_array::Float64Array::from(vec![1.5, -2.0])),
+        ),
+        (
+            "on",
+            Arc::new(arrow_array::BooleanArray::from(vec![true, false])),
+        ),
+        (
+            "hours",
+            Arc::new(arrow_array::UInt32Array::from(vec![7u32, 9])),
+        ),
+    ]);
+    let strings = batch(vec![
+        (
+            "device",
+            Arc::new(arrow_array::StringArray::from(vec!["gen-1"])),
+        ),
+        ("ts", Arc::new(TimestampMillisecondArray::from(vec![t]))),
+        (
+            "fw",
+            Arc::new(arrow_array::StringArray::from(vec!["1.2.3"])),
+        ),
+    ]);
+    rt.block_on(async {
+        let mut c = client(&d.url, None).await;
+        // A column no field type holds: refused, nothing created.
+        let e = put_error_to(&mut c, "strings", strings)
+            .await
+            .expect("taken");
+        assert!(e.contains("fw") && e.contains("no field type"), "{e}");
+        assert_eq!(put_error_to(&mut c, "generators", good.clone()).await, None);
+        // The table exists now: the same batch again is one more version.
+        assert_eq!(put_error_to(&mut c, "generators", good).await, None);
+    });
+    assert!(d.store.schema("strings").is_err());
+    let s = d.store.schema("generators").unwrap();
+    let fields: Vec<_> = s.fields.iter().map(|f| (f.name.as_str(), f.ty)).collect();
+    use telestore_engine::FieldType as F;
+    assert_eq!(fields, [("kw", F::F64), ("on", F::Bool), ("hours", F::U32)]);
+    let id = d.store.device_id("gen-2").unwrap();
+    let row = &d.store.latest("generators", id, 1).unwrap()[0];
+    assert_eq!(row.ts, t + 1);
+    let mut want = (-2.0f64).to_le_bytes().to_vec();
+    want.push(0);
+    want.extend(9u32.to_le_bytes());
+    assert_eq!(row.fields, want);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 )]
 
 mod common;
+mod first_write;
 mod flight;
 mod format_flight;
 mod fuzz_smoke;
