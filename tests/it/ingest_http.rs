@@ -333,7 +333,7 @@ fn the_python_influxdb_client_writes_and_the_rows_read_back_equal() {
     let spec = r#"{"name":"py","fields":[{"name":"temp","type":"f64"},{"name":"count","type":"i64"},{"name":"ok","type":"bool"}]}"#;
     assert_eq!(http(h, "POST", "/api/v1/tables", spec).0, 201);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/influx_write.py");
-    let out = std::process::Command::new(python)
+    let out = std::process::Command::new(&python)
         .args([script, &format!("http://{h}"), "py", "100"])
         .output()
         .unwrap();
@@ -353,6 +353,32 @@ fn the_python_influxdb_client_writes_and_the_rows_read_back_equal() {
     want.sort();
     assert_eq!(all_rows(&store, "py"), want);
     assert_eq!(store.devices(Some(("fleet", "east"))).len(), 3);
+    // The client with its defaults (batching, no time, no device tag)
+    // into a measurement that does not exist: created, one series per
+    // host.
+    let before = store.now_ms();
+    let out = std::process::Command::new(&python)
+        .args([script, &format!("http://{h}"), "agent", "20", "--defaults"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client (defaults) failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = store.schema("agent").unwrap();
+    let types: Vec<_> = s.fields.iter().map(|f| (f.name.as_str(), f.ty)).collect();
+    use telestore::FieldType as F;
+    assert_eq!(types, [("load", F::F64), ("procs", F::I64)]);
+    for i in 0..20u64 {
+        let id = store.device_id(&format!("host=h-{i}")).unwrap();
+        let r = store.latest("agent", id, 2).unwrap();
+        assert_eq!(r.len(), 1, "h-{i}");
+        assert!(r[0].ts >= before, "stamped by the server's clock");
+        let mut f = (i as f64 / 2.0).to_le_bytes().to_vec();
+        f.extend_from_slice(&(i as i64).to_le_bytes());
+        assert_eq!(r[0].fields, f);
+    }
     run.stop();
 }
 
