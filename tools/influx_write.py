@@ -10,8 +10,9 @@ First the client's own probes: ping() must be True and health() "pass".
 With --defaults, as an agent would with the client's defaults instead: the
 default (batching) write API, no timestamps (the server's clock), no device
 tag (one `host` tag per point, so each point is a series of its own), fields
-load (float) and procs (int), into a measurement that need not exist.
-Prints nothing on success; raises on any error."""
+load (float) and procs (int), into a measurement that need not exist; the
+batching API only logs a refused write, so the caller checks the data.
+Prints nothing on success; otherwise raises on any error."""
 import sys
 
 from influxdb_client import InfluxDBClient, Point, WritePrecision

@@ -8,7 +8,9 @@
 use super::catalog::Catalog;
 use super::Store;
 use crate::error::{Error, Result};
-use crate::manifest::record::{DEVICE_TAGS_MAX, DEVICE_TEXT_MAX};
+use crate::manifest::record::DEVICE_TAGS_MAX;
+/// Most bytes of a device name, tag key or tag value.
+pub use crate::manifest::record::DEVICE_TEXT_MAX;
 use crate::manifest::{DeviceEntry, Record};
 use std::collections::{BTreeSet, HashMap};
 

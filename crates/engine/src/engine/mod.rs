@@ -37,7 +37,7 @@ mod writepath;
 
 pub use compact::Outcome as CompactionOutcome;
 pub use counters::EngineMetrics;
-pub use devices::{check_device_text, tag_conflict, REGISTRY_ID_BASE};
+pub use devices::{check_device_text, tag_conflict, DEVICE_TEXT_MAX, REGISTRY_ID_BASE};
 pub use options::{Durability, Options};
 pub use reads::{KeySpan, ReadStats};
 #[doc(hidden)]

@@ -97,6 +97,11 @@ pub fn schema_of_batch(
             })?;
         fields.push(Field::new(name, ty));
     }
+    if fields.is_empty() {
+        return Err(bad(format!(
+            "no field columns: table {table:?} cannot be created from this batch"
+        )));
+    }
     TableSchema::new(table, fields, options)
 }
 

@@ -377,11 +377,6 @@ impl Service {
         Ok(Response::new(stream))
     }
 
-    /// Each record batch is checked whole, then written (in writes of at
-    /// most 16 MiB of rows) with the request's durability, `sync` by
-    /// default; one `PutResult` per batch, sent once its rows are
-    /// acknowledged, carries `{"rows": n}`. A refused batch ends the call
-    /// with an error; the batches acknowledged before it stay written.
     /// The table and durability a DoPut's descriptor names.
     fn put_target(d: &FlightDescriptor) -> std::result::Result<(String, Durability), Status> {
         let r = match Self::request_of(d)? {
@@ -403,6 +398,12 @@ impl Service {
         Ok((r.table, durability))
     }
 
+    /// Each record batch is checked whole, then written (in writes of at
+    /// most 16 MiB of rows) with the request's durability, `sync` by
+    /// default; one `PutResult` per batch, sent once its rows are
+    /// acknowledged, carries `{"rows": n}`. A refused batch ends the call
+    /// with an error; the batches acknowledged before it stay written.
+    /// A missing table is created by the first batch ([`put_rows`]).
     async fn do_put_call(
         &self,
         request: Req<Streaming<FlightData>>,
@@ -447,11 +448,7 @@ impl Service {
                 let (table, create) = (table.clone(), create.clone());
                 let n = b.num_rows();
                 let schema = tokio::task::spawn_blocking(move || {
-                    let schema = match (schema, create) {
-                        (Some(s), _) => s,
-                        (None, options) => create_from(&store, &table, &b, options)?,
-                    };
-                    let rows = rows_of(&store, &schema, &b)?;
+                    let (schema, rows) = put_rows(&store, &table, &b, schema, create)?;
                     store.write_rows(&schema.name, rows, durability)?;
                     Ok::<_, Error>(schema)
                 })
@@ -477,16 +474,33 @@ impl Service {
     }
 }
 
-/// The table a DoPut's first batch creates (`options: None`: unknown).
-fn create_from(
+/// A DoPut batch's rows and the schema they are for: `known`'s, or (the
+/// table missing, `options` given) the schema the batch creates — created
+/// only once the rows are known to be good; a table another writer
+/// created meanwhile is taken as it is, the batch checked against it.
+fn put_rows(
     store: &Store,
     table: &str,
     batch: &RecordBatch,
+    known: Option<TableSchema>,
     options: Option<telestore_engine::TableOptions>,
-) -> Result<TableSchema> {
+) -> Result<(TableSchema, Vec<u8>)> {
+    if let Some(s) = known {
+        let rows = rows_of(store, &s, batch)?;
+        return Ok((s, rows));
+    }
     let options = options.ok_or_else(|| Error::UnknownTable(table.to_string()))?;
-    store.create_table(schema_of_batch(table, batch, options)?)?;
-    store.schema(table)
+    let schema = schema_of_batch(table, batch, options)?;
+    let rows = rows_of(store, &schema, batch)?;
+    match store.create_table(schema.clone()) {
+        Ok(_) => Ok((schema, rows)),
+        Err(Error::SchemaConflict { .. }) => {
+            let s = store.schema(table)?;
+            let rows = rows_of(store, &s, batch)?;
+            Ok((s, rows))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[tonic::async_trait]

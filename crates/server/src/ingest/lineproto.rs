@@ -10,7 +10,7 @@
 use super::lineparse::{Line, Val};
 use crate::ingest::proto::{TS_MAX, TS_MIN};
 use std::collections::{BTreeMap, HashMap};
-use telestore_engine::engine::{check_device_text, tag_conflict};
+use telestore_engine::engine::{check_device_text, tag_conflict, DEVICE_TEXT_MAX};
 use telestore_engine::error::{Error, Result};
 use telestore_engine::schema::batch::push_row;
 use telestore_engine::schema::{Field, FieldType, TableOptions, TableSchema};
@@ -112,6 +112,7 @@ pub struct LineError {
 }
 
 /// A parsed request, ready to apply.
+#[derive(Debug)]
 pub struct Prepared {
     /// Per table: rows with the device field still to fill, and for each
     /// row the index of its device in `devices`.
@@ -157,6 +158,7 @@ pub fn prepare(
             schemas.insert(table.to_string(), s);
         }
         let schema = &schemas[table];
+        let created = p.create.iter().any(|s| s.name == table);
         let dev = device_of(
             store,
             &parsed,
@@ -165,7 +167,16 @@ pub fn prepare(
             &mut p.devices,
         )
         .map_err(err)?;
-        encode_fields(&parsed, schema, &mut fields).map_err(err)?;
+        encode_fields(&parsed, schema, &mut fields).map_err(|m| {
+            // The user never made this table: say where its fields came from.
+            err(match created {
+                true => format!(
+                    "{m} (created by an earlier line of this request with {})",
+                    field_list(schema)
+                ),
+                false => m,
+            })
+        })?;
         let ts = match parsed.timestamp {
             Some(t) => precision.to_ms(t).map_err(err)?,
             None => now_ms,
@@ -241,6 +252,16 @@ fn inferred_schema(
     }
     TableSchema::new(table, fields, options.clone())
         .map_err(|e| format!("table {table:?} cannot be created from this line: {e}"))
+}
+
+/// `fields a (f64), b (i64); …`.
+fn field_list(schema: &TableSchema) -> String {
+    let names: Vec<String> = schema
+        .fields
+        .iter()
+        .map(|f| format!("{} ({})", f.name, f.ty.name()))
+        .collect();
+    format!("fields {}; fields cannot be added yet", names.join(", "))
 }
 
 /// `line`'s fields as `schema`'s field bytes, into `out` (cleared first).
@@ -376,11 +397,22 @@ fn tag_set_series(
         .collect();
     tags.sort();
     let name = series_key(&tags);
-    if let Some(&i) = index.get(&name) {
-        return Ok(i);
+    // A device tag may name a device like a series key (`device=host\=a`):
+    // one name, so the tags must agree.
+    let known = match index.get(&name) {
+        Some(&i) if devices[i].1 == tags => return Ok(i),
+        Some(&i) => Some(devices[i].1.clone()),
+        None => None,
+    };
+    if name.len() > DEVICE_TEXT_MAX {
+        return Err(format!(
+            "the line's tag set names its series (there is no {device_tag:?} tag), and that \
+             name is {} bytes, over the {DEVICE_TEXT_MAX} a device name may have",
+            name.len()
+        ));
     }
     check_device_text(&name, &tags)?;
-    if let Some(known) = registered_tags(store, &name) {
+    if let Some(known) = known.or_else(|| registered_tags(store, &name)) {
         if let Some(m) = tag_conflict(&name, &known, &tags) {
             return Err(m);
         }
@@ -503,6 +535,45 @@ fn encode_int(
     Ok(())
 }
 
+/// Why a write of lines failed.
+#[derive(Debug)]
+pub enum Refused {
+    /// A line is wrong: nothing was created or written.
+    Line(LineError),
+    /// The store refused it.
+    Store(Error),
+}
+
+/// [`prepare`] then [`apply`]. When a table the request was creating was
+/// created meanwhile by another writer with other fields (or the same in
+/// another order), the request is prepared once more against that table,
+/// as a later request would be; nothing of it was written the first time.
+pub fn write(
+    store: &Store,
+    body: &str,
+    precision: Precision,
+    rules: &Rules,
+    now_ms: i64,
+    durability: Durability,
+) -> std::result::Result<usize, Refused> {
+    let mut retried = false;
+    loop {
+        let p = prepare(store, body, precision, rules, now_ms).map_err(Refused::Line)?;
+        let creates = p.creates();
+        match apply(store, p, durability) {
+            Err(Error::SchemaConflict { .. }) if creates && !retried => retried = true,
+            r => return r.map_err(Refused::Store),
+        }
+    }
+}
+
+impl Prepared {
+    /// The request creates a table.
+    pub fn creates(&self) -> bool {
+        !self.create.is_empty()
+    }
+}
+
 /// Create the request's new tables, register its devices, then write each
 /// table's rows. Returns the rows written. A request spanning several
 /// tables is applied table by table (each table's rows as one batch when
@@ -572,6 +643,54 @@ mod tests {
             enc(FieldType::I32, Val::U64(5)).unwrap(),
             5i32.to_le_bytes()
         );
+    }
+
+    #[test]
+    fn a_table_created_meanwhile_with_other_fields_is_written_against_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), telestore_engine::Options::default()).unwrap();
+        let rules = Rules::new("device");
+        let ms = Precision::Ms;
+        // Prepared while the table is missing: it would create (b, a).
+        let late = prepare(&store, "t,host=x b=1,a=2 1", ms, &rules, 0).unwrap();
+        assert!(late.creates());
+        // Meanwhile another request creates it as (a, b).
+        let early = "t,host=y a=1,b=2 1";
+        assert_eq!(
+            write(&store, early, ms, &rules, 0, Durability::Sync).unwrap(),
+            1
+        );
+        // Applied as prepared, the late request conflicts, writing nothing...
+        let e = apply(&store, late, Durability::Sync).unwrap_err();
+        assert!(matches!(e, Error::SchemaConflict { .. }), "{e}");
+        assert_eq!(store.device_id("host=x"), None);
+        // ...which is why `write` prepares it again: against (a, b).
+        let n = write(
+            &store,
+            "t,host=x b=1,a=2 1",
+            ms,
+            &rules,
+            0,
+            Durability::Sync,
+        )
+        .unwrap();
+        assert_eq!(n, 1);
+        let x = store.device_id("host=x").unwrap();
+        let row = &store.latest("t", x, 1).unwrap()[0];
+        assert_eq!(row.fields[..8], 2f64.to_le_bytes(), "a first");
+    }
+
+    #[test]
+    fn a_device_tag_and_a_tag_set_naming_one_device_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), telestore_engine::Options::default()).unwrap();
+        let rules = Rules::new("device");
+        let body = "t,device=host\\=a,fleet=x v=1 1\nt,host=a v=2 2\n";
+        let e = prepare(&store, body, Precision::Ms, &rules, 0).unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        let long = format!("t,host={} v=1 1", "h".repeat(300));
+        let e = prepare(&store, &long, Precision::Ms, &rules, 0).unwrap_err();
+        assert!(e.message.contains("tag set names its series"), "{e:?}");
     }
 
     #[test]

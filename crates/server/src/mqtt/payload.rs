@@ -6,6 +6,7 @@
 
 use super::config::Subscription;
 use crate::ingest::lineproto::{self, Precision, Rules};
+use telestore_engine::engine::check_device_text;
 use telestore_engine::error::{Error, Result};
 use telestore_engine::schema::batch::{push_row, Batch};
 use telestore_engine::schema::{Field, FieldType, TableOptions, TableSchema};
@@ -100,30 +101,23 @@ pub fn decode(
         let m = format!("topic {topic:?} does not name a table and a device");
         (Bad::Topic, Error::invalid("topic", m))
     })?;
-    let schema = match (store.schema(table), &rules.create) {
+    let (schema, create) = match (store.schema(table), &rules.create) {
+        (Ok(s), _) => (s, false),
         (Err(Error::UnknownTable(_)), Some(options)) if sub.format == Format::Json => {
             let s = json_schema(table, payload, options).map_err(|e| (Bad::Fields, e))?;
-            store.create_table(s.clone()).map_err(|e| (Bad::Table, e))?;
-            store.schema(table).map_err(|e| (Bad::Table, e))?
+            (s, true)
         }
-        (r, _) => r.map_err(|e| (Bad::Table, e))?,
+        (Err(e), _) => return Err((Bad::Table, e)),
     };
-    let rows = match (sub.format, device) {
+    let (schema, rows) = match (sub.format, device) {
         (Format::Json, Some(device)) => {
-            let fields = json_fields(&schema, payload, now).map_err(|e| (Bad::Fields, e))?;
-            // A known device is one lookup; a new one is registered.
-            let id = match store.device_id(device) {
-                Some(id) => id,
-                None => {
-                    let names = [(device.to_string(), Vec::new())];
-                    store
-                        .register_devices(&names)
-                        .map_err(|e| (Bad::Topic, e))?[0]
-                }
+            let message = JsonMessage {
+                table,
+                device,
+                payload,
+                now,
             };
-            let mut rows = Vec::new();
-            push_row(&mut rows, id, fields.0, &fields.1);
-            rows
+            message.row(store, schema, create)?
         }
         (Format::Json, None) => {
             let m = format!("topic {topic:?} names no device");
@@ -131,19 +125,79 @@ pub fn decode(
         }
         _ => {
             Batch::new(payload, schema.row_width()).map_err(|e| (Bad::Encoding, e))?;
-            payload.to_vec()
+            check_times(payload, &schema)?;
+            (schema, payload.to_vec())
         }
     };
-    // Checked here, message by message: the batch of many messages is
-    // written at once and one bad timestamp must not refuse the others.
-    Batch::new(&rows, schema.row_width())
-        .and_then(|b| b.check_timestamps())
-        .map_err(|e| (Bad::Fields, e))?;
     Ok(Decoded::Rows {
         table: table.to_string(),
         n: rows.len() / schema.row_width(),
         rows,
     })
+}
+
+/// Checked message by message: the batch of many messages is written at
+/// once, and one bad timestamp must not refuse the others.
+fn check_times(rows: &[u8], schema: &TableSchema) -> std::result::Result<(), (Bad, Error)> {
+    Batch::new(rows, schema.row_width())
+        .and_then(|b| b.check_timestamps())
+        .map_err(|e| (Bad::Fields, e))
+}
+
+/// A JSON message for one table and device.
+struct JsonMessage<'a> {
+    table: &'a str,
+    device: &'a str,
+    payload: &'a [u8],
+    now: i64,
+}
+
+impl JsonMessage<'_> {
+    /// The message's row under `schema`.
+    fn encode(&self, schema: &TableSchema) -> std::result::Result<Vec<u8>, (Bad, Error)> {
+        let (ts, fields) =
+            json_fields(schema, self.payload, self.now).map_err(|e| (Bad::Fields, e))?;
+        let mut row = Vec::with_capacity(schema.row_width());
+        push_row(&mut row, 0, ts, &fields);
+        check_times(&row, schema)?;
+        Ok(row)
+    }
+
+    /// Its row, once it is known to be good: then (`create`) `schema`'s
+    /// table is created (one created meanwhile by another message is
+    /// taken as it is, and the message checked against it) and the device
+    /// registered if it is new.
+    fn row(
+        &self,
+        store: &Store,
+        schema: TableSchema,
+        create: bool,
+    ) -> std::result::Result<(TableSchema, Vec<u8>), (Bad, Error)> {
+        let mut row = self.encode(&schema)?;
+        check_device_text(self.device, &[])
+            .map_err(|m| (Bad::Topic, Error::invalid("topic", m)))?;
+        let schema = match create.then(|| store.create_table(schema.clone())) {
+            None | Some(Ok(_)) => schema,
+            Some(Err(Error::SchemaConflict { .. })) => {
+                let s = store.schema(self.table).map_err(|e| (Bad::Table, e))?;
+                row = self.encode(&s)?;
+                s
+            }
+            Some(Err(e)) => return Err((Bad::Table, e)),
+        };
+        // A known device is one lookup; a new one is registered.
+        let id = match store.device_id(self.device) {
+            Some(id) => id,
+            None => {
+                let names = [(self.device.to_string(), Vec::new())];
+                store
+                    .register_devices(&names)
+                    .map_err(|e| (Bad::Topic, e))?[0]
+            }
+        };
+        row[..8].copy_from_slice(&id.to_le_bytes());
+        Ok((schema, row))
+    }
 }
 
 /// A reading's timestamp given as text: what `parse_time` takes (RFC
@@ -194,6 +248,11 @@ fn json_schema(table: &str, payload: &[u8], options: &TableOptions) -> Result<Ta
             }
         };
         fields.push(Field::new(k, ty));
+    }
+    if fields.is_empty() {
+        return Err(bad(format!(
+            "no fields: table {table:?} cannot be created from this message"
+        )));
     }
     TableSchema::new(table, fields, options.clone())
 }
@@ -340,7 +399,14 @@ mod tests {
         assert_eq!(rows[32], 1);
         // A string (or a null, an array) cannot be a field: refused,
         // nothing created.
-        for bad in [&br#"{"fw":"1.2.3"}"#[..], br#"{"v":null}"#, br#"{"v":[1]}"#] {
+        let before_1970 = br#"{"ts":-5,"v":1}"#;
+        for bad in [
+            &br#"{"fw":"1.2.3"}"#[..],
+            br#"{"v":null}"#,
+            br#"{"v":[1]}"#,
+            br#"{"ts":1}"#,
+            before_1970,
+        ] {
             let Err(e) = decode(&store, &sub, "fleet/other/truck-1", bad, &rules) else {
                 panic!("{bad:?} was taken")
             };

@@ -295,16 +295,24 @@ impl Session {
 
     /// Apply a parsed line-protocol message, waiting while the store is
     /// busy. `apply` consumes what it writes, so a busy store (rare) means
-    /// parsing the message again rather than copying every message.
+    /// parsing the message again rather than copying every message; so
+    /// does (once) a table the message was creating that another message
+    /// created meanwhile with other fields (parsed ahead of this one):
+    /// then the message is checked against that table.
     async fn write_lines(&self, p: &Publish, mut prep: lineproto::Prepared) -> Result<usize> {
+        let mut conflicted = false;
         loop {
+            let creates = prep.creates();
             let r = tokio::task::block_in_place(|| {
                 lineproto::apply(&self.store, prep, Durability::Async)
             });
-            let Some(retry_after_ms) = busy(&r) else {
-                return r;
-            };
-            pause(retry_after_ms).await;
+            match (busy(&r), &r) {
+                (Some(retry_after_ms), _) => pause(retry_after_ms).await,
+                (None, Err(Error::SchemaConflict { .. })) if creates && !conflicted => {
+                    conflicted = true;
+                }
+                (None, _) => return r,
+            }
             let sub = self
                 .subs
                 .iter()

@@ -3,7 +3,7 @@
 //! [`crate::ingest::lineproto`].
 
 use super::state::{with_retry_after, HttpState, WRITE_BODY_MAX};
-use crate::ingest::lineproto::{self, Precision};
+use crate::ingest::lineproto::{self, Precision, Refused};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering::Relaxed;
-use telestore_engine::{Durability, Error};
+use telestore_engine::Durability;
 use utoipa::{IntoParams, ToSchema};
 
 /// A refused write, in InfluxDB 2.x's shape.
@@ -201,13 +201,6 @@ fn body_text(headers: &HeaderMap, body: &[u8]) -> Result<String, String> {
 /// that a retry of the fixed request cannot double-apply anything and a
 /// 400 always means nothing was written); `503` with `Retry-After` when
 /// the store is busy or its write path has stopped (a full disk).
-/// Why a line-protocol write failed: a line is wrong (nothing was
-/// applied), or the store refused the batch.
-enum WriteFailure {
-    Line(lineproto::LineError),
-    Store(Error),
-}
-
 async fn write_lines(
     s: HttpState,
     (precision, durability): (Option<&str>, Option<&str>),
@@ -231,9 +224,7 @@ async fn write_lines(
     let stats = s.stats.clone();
     let done = tokio::task::spawn_blocking(move || {
         let now = s.store.now_ms();
-        let p = lineproto::prepare(&s.store, &text, precision, &s.line_rules, now)
-            .map_err(WriteFailure::Line)?;
-        lineproto::apply(&s.store, p, durability).map_err(WriteFailure::Store)
+        lineproto::write(&s.store, &text, precision, &s.line_rules, now, durability)
     })
     .await;
     match done {
@@ -242,12 +233,12 @@ async fn write_lines(
             stats.http_requests.fetch_add(1, Relaxed);
             StatusCode::NO_CONTENT.into_response()
         }
-        Ok(Err(WriteFailure::Line(e))) => {
+        Ok(Err(Refused::Line(e))) => {
             stats.http_rejected.fetch_add(1, Relaxed);
             let msg = format!("line {}: {}", e.line, e.message);
             influx_error(v1, StatusCode::BAD_REQUEST, "invalid", msg, Some(e.line))
         }
-        Ok(Err(WriteFailure::Store(e))) => {
+        Ok(Err(Refused::Store(e))) => {
             stats.http_rejected.fetch_add(1, Relaxed);
             let class = e.class();
             let (status, retry_s) = crate::classes::http(class);

@@ -422,23 +422,21 @@ impl DaemonConfig {
     }
 
     /// The options of tables created on first write (`None`: off).
+    /// Checked even when off, so that turning it on later cannot fail.
     pub fn auto_create_options(&self) -> Result<Option<TableOptions>> {
-        if !self.auto_create {
-            return Ok(None);
-        }
+        let named = |key: &'static str| move |e: Error| Error::invalid(key, e.to_string());
+        let ttl = self.auto_create_ttl.as_deref().map(parse_duration_ms);
         let o = TableOptions {
-            ttl_ms: self
-                .auto_create_ttl
-                .as_deref()
-                .map(parse_duration_ms)
-                .transpose()?,
+            ttl_ms: ttl.transpose().map_err(named("auto_create_ttl"))?,
             regions: self.auto_create_regions,
-            compression: Compression::parse(&self.auto_create_compression)?,
-            encoding: BlockEncoding::parse(&self.auto_create_encoding)?,
+            compression: Compression::parse(&self.auto_create_compression)
+                .map_err(named("auto_create_compression"))?,
+            encoding: BlockEncoding::parse(&self.auto_create_encoding)
+                .map_err(named("auto_create_encoding"))?,
             ..TableOptions::default()
         };
         o.validate()?;
-        Ok(Some(o))
+        Ok(self.auto_create.then_some(o))
     }
 
     /// The tokens: `token` (read-write) and those of `token_file`.

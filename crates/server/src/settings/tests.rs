@@ -241,8 +241,10 @@ fn tables_created_on_first_write_take_the_auto_create_settings() {
         ("auto_create_encoding", "parquet"),
         ("auto_create_ttl", "soon"),
     ] {
-        let cfg = load("", &[set(key, bad)]).unwrap();
-        let e = cfg.auto_create_options().unwrap_err().to_string();
-        assert!(e.contains(bad), "{key}={bad}: {e}");
+        for on in ["true", "false"] {
+            let cfg = load("", &[set(key, bad), set("auto_create", on)]).unwrap();
+            let e = cfg.auto_create_options().unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains(key), "{key}={bad}: {e}");
+        }
     }
 }

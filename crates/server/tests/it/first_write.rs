@@ -145,7 +145,12 @@ fn writers_racing_to_create_one_table_all_land_in_it() {
     let writers: Vec<_> = (0..4)
         .map(|i| {
             std::thread::spawn(move || {
-                let body = format!("race,host=h{i} v={i},n={i}i 1700000000000\n");
+                // Half in the other field order: a request that finds the
+                // table created meanwhile is checked against it.
+                let body = match i % 2 {
+                    0 => format!("race,host=h{i} v={i},n={i}i 1700000000000\n"),
+                    _ => format!("race,host=h{i} n={i}i,v={i} 1700000000000\n"),
+                };
                 write(h, "/api/v2/write?precision=ms", &body)
             })
         })

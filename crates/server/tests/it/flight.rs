@@ -391,18 +391,41 @@ fn do_put_creates_a_missing_table_from_its_first_batch() {
             Arc::new(arrow_array::StringArray::from(vec!["1.2.3"])),
         ),
     ]);
+    let no_ts = batch(vec![
+        (
+            "device",
+            Arc::new(arrow_array::StringArray::from(vec!["gen-1"])),
+        ),
+        ("kw", Arc::new(arrow_array::Float64Array::from(vec![1.0]))),
+    ]);
+    let no_fields = batch(vec![
+        (
+            "device",
+            Arc::new(arrow_array::StringArray::from(vec!["gen-1"])),
+        ),
+        ("ts", Arc::new(TimestampMillisecondArray::from(vec![t]))),
+    ]);
     rt.block_on(async {
         let mut c = client(&d.url, None).await;
-        // A column no field type holds: refused, nothing created.
+        // A column no field type holds, a batch its rows cannot be taken
+        // from, one without fields: refused, nothing created.
         let e = put_error_to(&mut c, "strings", strings)
             .await
             .expect("taken");
         assert!(e.contains("fw") && e.contains("no field type"), "{e}");
+        let e = put_error_to(&mut c, "no_ts", no_ts).await.expect("taken");
+        assert!(e.contains("ts"), "{e}");
+        let e = put_error_to(&mut c, "no_fields", no_fields)
+            .await
+            .expect("taken");
+        assert!(e.contains("no field columns"), "{e}");
         assert_eq!(put_error_to(&mut c, "generators", good.clone()).await, None);
         // The table exists now: the same batch again is one more version.
         assert_eq!(put_error_to(&mut c, "generators", good).await, None);
     });
-    assert!(d.store.schema("strings").is_err());
+    for t in ["strings", "no_ts", "no_fields"] {
+        assert!(d.store.schema(t).is_err(), "{t} was created");
+    }
     let s = d.store.schema("generators").unwrap();
     let fields: Vec<_> = s.fields.iter().map(|f| (f.name.as_str(), f.ty)).collect();
     use telestore_engine::FieldType as F;
