@@ -37,6 +37,17 @@ pub enum FieldType {
 }
 
 impl FieldType {
+    /// Every type, in code order.
+    pub const ALL: [FieldType; 7] = [
+        FieldType::F64,
+        FieldType::F32,
+        FieldType::I64,
+        FieldType::I32,
+        FieldType::U64,
+        FieldType::U32,
+        FieldType::Bool,
+    ];
+
     /// Width in bytes.
     pub fn width(self) -> usize {
         match self {

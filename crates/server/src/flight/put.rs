@@ -84,7 +84,7 @@ pub fn schema_of_batch(
         if ["device_id", "device", "ts"].contains(&name) {
             continue;
         }
-        let ty = FIELD_TYPES
+        let ty = FieldType::ALL
             .into_iter()
             .find(|t| &arrow_type(*t) == f.data_type())
             .ok_or_else(|| {
@@ -104,16 +104,6 @@ pub fn schema_of_batch(
     }
     TableSchema::new(table, fields, options)
 }
-
-const FIELD_TYPES: [FieldType; 7] = [
-    FieldType::F64,
-    FieldType::F32,
-    FieldType::I64,
-    FieldType::I32,
-    FieldType::U64,
-    FieldType::U32,
-    FieldType::Bool,
-];
 
 fn no_nulls(name: &str, col: &ArrayRef) -> Result<()> {
     match col.null_count() {

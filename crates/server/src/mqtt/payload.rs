@@ -230,11 +230,7 @@ fn data_time(s: &str, now: i64) -> Result<i64> {
 /// booleans as `bool`.
 fn json_schema(table: &str, payload: &[u8], options: &TableOptions) -> Result<TableSchema> {
     let bad = |m: String| Error::invalid("payload", m);
-    let v: serde_json::Value =
-        serde_json::from_slice(payload).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| bad("not a JSON object".into()))?;
+    let obj = json_object(payload)?;
     let mut fields = Vec::with_capacity(obj.len());
     for (k, v) in obj.iter().filter(|(k, _)| *k != "ts") {
         let ty = match v {
@@ -257,6 +253,16 @@ fn json_schema(table: &str, payload: &[u8], options: &TableOptions) -> Result<Ta
     TableSchema::new(table, fields, options.clone())
 }
 
+/// The payload as a JSON object.
+fn json_object(payload: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let bad = |m: String| Error::invalid("payload", m);
+    match serde_json::from_slice(payload) {
+        Ok(serde_json::Value::Object(obj)) => Ok(obj),
+        Ok(_) => Err(bad("not a JSON object".into())),
+        Err(e) => Err(bad(format!("not JSON: {e}"))),
+    }
+}
+
 /// A flat JSON object as `(ts, field bytes)`.
 pub(crate) fn json_fields(
     schema: &TableSchema,
@@ -264,11 +270,7 @@ pub(crate) fn json_fields(
     now: i64,
 ) -> Result<(i64, Vec<u8>)> {
     let bad = |m: String| Error::invalid("payload", m);
-    let v: serde_json::Value =
-        serde_json::from_slice(payload).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| bad("not a JSON object".into()))?;
+    let obj = json_object(payload)?;
     for k in obj.keys() {
         if k != "ts" && schema.field_index(k).is_none() {
             return Err(bad(format!(
