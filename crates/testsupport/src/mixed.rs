@@ -22,15 +22,7 @@ pub fn schema() -> TableSchema {
 
 /// [`schema`] with its blocks in `encoding`.
 pub fn schema_with(encoding: BlockEncoding) -> TableSchema {
-    let t = [
-        FieldType::F64,
-        FieldType::F32,
-        FieldType::I64,
-        FieldType::I32,
-        FieldType::U64,
-        FieldType::U32,
-        FieldType::Bool,
-    ];
+    let t = FieldType::ALL;
     let fields = FIELDS
         .iter()
         .zip(t)

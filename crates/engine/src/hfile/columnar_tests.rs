@@ -7,15 +7,7 @@ use crate::cell::{self, CellKind};
 use crate::key::{encode as key, DeviceId};
 use proptest::prelude::*;
 
-const TYPES: [FieldType; 7] = [
-    FieldType::F64,
-    FieldType::F32,
-    FieldType::I64,
-    FieldType::I32,
-    FieldType::U64,
-    FieldType::U32,
-    FieldType::Bool,
-];
+const TYPES: [FieldType; 7] = FieldType::ALL;
 const WIDTH: usize = CELL_HEAD_LEN + 8 + 4 + 8 + 4 + 8 + 4 + 1;
 
 /// Cells in cell order from `(device, ts, seq, delete, field bits)`.

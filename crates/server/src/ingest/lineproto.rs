@@ -158,7 +158,6 @@ pub fn prepare(
             schemas.insert(table.to_string(), s);
         }
         let schema = &schemas[table];
-        let created = p.create.iter().any(|s| s.name == table);
         let dev = device_of(
             store,
             &parsed,
@@ -169,7 +168,7 @@ pub fn prepare(
         .map_err(err)?;
         encode_fields(&parsed, schema, &mut fields).map_err(|m| {
             // The user never made this table: say where its fields came from.
-            err(match created {
+            err(match p.create.iter().any(|s| s.name == table) {
                 true => format!(
                     "{m} (created by an earlier line of this request with {})",
                     field_list(schema)
